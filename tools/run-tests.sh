@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The test command: set up .venv if needed, then run every unit and
+# functional test (stestr, two workers) and the style checks.
+# Extra arguments are passed to "stestr run" (e.g. a test-name regex).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./tools/setup-env.sh
+VENV=${NOVA_LEASE_VENV:-.venv}
+export OS_NOVA_DISABLE_EVENTLET_PATCHING=1
+export PYTHONDONTWRITEBYTECODE=1
+"$VENV/bin/flake8" nova_lease tests benchmarks
+LOG=$(mktemp)
+trap 'rm -f "$LOG"' EXIT
+set +e
+"$VENV/bin/stestr" run --concurrency "${NOVA_LEASE_TEST_CONCURRENCY:-2}" "$@" 2>&1 | tee "$LOG"
+rc=${PIPESTATUS[0]}
+set -e
+passed=$(sed -n 's/^ - Passed: \([0-9]*\)/\1/p' "$LOG" | tail -1)
+failed=$(sed -n 's/^ - Failed: \([0-9]*\)/\1/p' "$LOG" | tail -1)
+skipped=$(sed -n 's/^ - Skipped: \([0-9]*\)/\1/p' "$LOG" | tail -1)
+echo "${passed:-0} passed, ${failed:-0} failed, ${skipped:-0} skipped"
+if [ "$rc" -eq 0 ] && [ "${passed:-0}" -eq 0 ]; then
+    echo "run-tests: no test ran" >&2
+    exit 1
+fi
+exit "$rc"
