@@ -9,3 +9,4 @@
 # WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
 # License for the specific language governing permissions and limitations
 # under the License.
+"""Resource plugins (virtual:instance, physical:host), loaded by stevedore."""

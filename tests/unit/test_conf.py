@@ -1,0 +1,87 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+import os
+import subprocess
+import sys
+
+from oslo_config import cfg
+import testtools
+
+from nova_lease import conf as lease_conf
+
+
+class ConfTest(testtools.TestCase):
+
+    def _conf(self, args=()):
+        conf = cfg.ConfigOpts()
+        lease_conf.register_opts(conf)
+        lease_conf.register_opts(conf)  # idempotent
+        conf(list(args), project='nova', default_config_files=[])
+        return conf
+
+    def test_every_option_documented(self):
+        for group, opts in lease_conf.list_opts():
+            for opt in opts:
+                self.assertTrue(opt.help and opt.help.strip(),
+                                '%s.%s has no help' % (group, opt.name))
+        names = [o.name for g, opts in lease_conf.list_opts()
+                 if str(g) == 'nova_lease' for o in opts]
+        for wanted in ('connection', 'freepool_aggregate', 'cleaning_time',
+                       'minutes_before_end_lease', 'default_lease',
+                       'default_lease_duration', 'max_lease_duration',
+                       'on_end', 'max_retries', 'retry_interval',
+                       'engine_claim_timeout', 'resource_plugins',
+                       'weigher_multiplier'):
+            self.assertIn(wanted, names)
+
+    def test_defaults(self):
+        conf = self._conf()
+        self.assertEqual('freepool', conf.nova_lease.freepool_aggregate)
+        self.assertEqual(60, conf.nova_lease.minutes_before_end_lease)
+        self.assertFalse(conf.nova_lease.default_lease)
+        self.assertEqual('30d', conf.nova_lease.default_lease_duration)
+        self.assertEqual('delete', conf.nova_lease.on_end)
+        self.assertEqual(['virtual:instance', 'physical:host'],
+                         conf.nova_lease.resource_plugins)
+        self.assertEqual('compute', conf.nova_lease_auth.service_type)
+
+    def test_connection_url_embedded_default(self):
+        conf = self._conf()
+        self.assertEqual('sqlite:////var/lib/nova/nova_lease.sqlite',
+                         lease_conf.connection_url(conf))
+        conf.register_opt(cfg.StrOpt('state_path'))
+        conf.set_override('state_path', '/srv/nova')
+        self.assertEqual('sqlite:////srv/nova/nova_lease.sqlite',
+                         lease_conf.connection_url(conf))
+        conf.set_override('connection', 'mysql+pymysql://u:p@db/nl',
+                          group='nova_lease')
+        self.assertEqual('mysql+pymysql://u:p@db/nl',
+                         lease_conf.connection_url(conf))
+
+    def test_bad_on_end_rejected(self):
+        conf = self._conf()
+        self.assertRaises(ValueError, conf.set_override, 'on_end', 'explode',
+                          group='nova_lease')
+
+    def test_config_generator_lists_every_option(self):
+        gen = os.path.join(os.path.dirname(sys.executable),
+                           'oslo-config-generator')
+        out = subprocess.run([gen, '--namespace', 'nova_lease'],
+                             capture_output=True, text=True, check=True,
+                             timeout=120).stdout
+        self.assertIn('[nova_lease]', out)
+        self.assertIn('[nova_lease_auth]', out)
+        for group, opts in lease_conf.list_opts():
+            for opt in opts:
+                self.assertRegex(out, r'(?m)^#%s =' % opt.dest)
+        self.assertNotIn('Warning: Failed to format', out)
