@@ -9,4 +9,20 @@
 # WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
 # License for the specific language governing permissions and limitations
 # under the License.
-"""oslo.policy rules of the lease API, defined in code."""
+"""oslo.policy rules of the lease API, defined in code.
+
+The rules are registered on nova-api's own policy enforcer, so operators
+override them in Nova's policy file ([oslo_policy] policy_file) next to
+Nova's rules. Their check strings build on Nova's persona rules
+(``project_reader_or_admin``, ``project_member_or_admin``,
+``context_is_admin``), so secure-RBAC deployments behave the same.
+"""
+
+import itertools
+
+from nova_lease.policies import host
+from nova_lease.policies import lease
+
+
+def list_rules():
+    return list(itertools.chain(lease.list_rules(), host.list_rules()))

@@ -1,0 +1,116 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""The lease API rules, checked by Nova's own enforcer."""
+
+import os
+import subprocess
+import sys
+
+from nova import conf as nova_conf
+from nova import context as nova_context
+from nova import policy as nova_policy
+from nova.tests.fixtures import conf as nova_conf_fixture
+import testtools
+
+from nova_lease import policies
+from nova_lease.policies import host as host_rules
+from nova_lease.policies import lease as lease_rules
+from nova_lease import policy
+
+PROJECT = 'p1'
+OTHER = 'p2'
+
+
+def _ctx(roles, project=PROJECT):
+    return nova_context.RequestContext(
+        user_id='u', project_id=project, roles=roles,
+        is_admin='admin' in roles)
+
+
+class PolicyTest(testtools.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        # Nova's own option fixture parses its CONF (no files) and undoes
+        # every override afterwards.
+        self.useFixture(nova_conf_fixture.ConfFixture(nova_conf.CONF))
+        nova_policy.reset()
+        self.addCleanup(nova_policy.reset)
+
+    def _can(self, ctx, rule, project=PROJECT):
+        return policy.authorize(ctx, rule, {'project_id': project},
+                                fatal=False)
+
+    def test_member_manages_own_leases_only(self):
+        member = _ctx(['reader', 'member'])
+        for rule in (lease_rules.LIST, lease_rules.SHOW, lease_rules.CREATE,
+                     lease_rules.UPDATE, lease_rules.DELETE):
+            self.assertTrue(self._can(member, rule), rule)
+            self.assertFalse(self._can(member, rule, project=OTHER), rule)
+        self.assertFalse(self._can(member, lease_rules.LIST_ALL))
+
+    def test_reader_reads_but_does_not_write(self):
+        reader = _ctx(['reader'])
+        self.assertTrue(self._can(reader, lease_rules.SHOW))
+        self.assertFalse(self._can(reader, lease_rules.CREATE))
+        self.assertFalse(self._can(reader, lease_rules.DELETE))
+
+    def test_hosts_are_admin_only(self):
+        member = _ctx(['reader', 'member'])
+        admin = _ctx(['reader', 'member', 'admin'])
+        for rule in (host_rules.LIST, host_rules.SHOW, host_rules.CREATE,
+                     host_rules.UPDATE, host_rules.DELETE,
+                     host_rules.ALLOCATIONS):
+            self.assertFalse(self._can(member, rule), rule)
+            self.assertTrue(self._can(admin, rule), rule)
+        self.assertTrue(self._can(admin, lease_rules.LIST_ALL))
+
+    def test_fatal_raises_403(self):
+        exc = self.assertRaises(
+            policy.PolicyNotAuthorized, policy.authorize,
+            _ctx(['reader', 'member']), host_rules.CREATE,
+            {'project_id': PROJECT})
+        self.assertEqual(403, exc.code)
+
+    def test_operator_override_in_nova_policy(self):
+        self.assertFalse(self._can(_ctx(['member']), host_rules.LIST))
+        nova_policy.set_rules({host_rules.LIST: '@'}, overwrite=False)
+        self.assertTrue(self._can(_ctx(['member']), host_rules.LIST))
+
+    def test_rules_named_and_documented(self):
+        names = [r.name for r in policies.list_rules()]
+        self.assertEqual(len(names), len(set(names)))
+        for rule in policies.list_rules():
+            self.assertTrue(rule.name.startswith('nova_lease:'))
+            self.assertTrue(rule.description)
+            self.assertTrue(rule.operations)
+
+    def test_sample_generator(self):
+        gen = os.path.join(os.path.dirname(sys.executable),
+                           'oslopolicy-sample-generator')
+        out = subprocess.run([gen, '--namespace', 'nova_lease'],
+                             capture_output=True, text=True, check=True,
+                             timeout=120).stdout
+        for rule in policies.list_rules():
+            self.assertIn('"%s"' % rule.name, out)
+
+    def test_enforcer_entry_point(self):
+        code = ('from nova_lease import policy; e = policy.get_enforcer(); '
+                'print(sorted(r for r in e.registered_rules '
+                'if r.startswith("nova_lease:"))[:1], '
+                '"project_reader_or_admin" in e.registered_rules)')
+        out = subprocess.run([sys.executable, '-c', code],
+                             capture_output=True, text=True, timeout=120,
+                             env=dict(os.environ,
+                                      OS_NOVA_DISABLE_EVENTLET_PATCHING='1'))
+        self.assertEqual(0, out.returncode, out.stderr)
+        self.assertIn("['nova_lease:leases:create'] True", out.stdout)
