@@ -19,6 +19,7 @@ from nova import conf as nova_conf
 from nova import context as nova_context
 from nova import policy as nova_policy
 from nova.tests.fixtures import conf as nova_conf_fixture
+from oslo_policy import policy as oslo_policy
 import testtools
 
 from nova_lease import policies
@@ -83,7 +84,8 @@ class PolicyTest(testtools.TestCase):
 
     def test_operator_override_in_nova_policy(self):
         self.assertFalse(self._can(_ctx(['member']), host_rules.LIST))
-        nova_policy.set_rules({host_rules.LIST: '@'}, overwrite=False)
+        rules = oslo_policy.Rules.from_dict({host_rules.LIST: '@'})
+        nova_policy.set_rules(rules, overwrite=False)
         self.assertTrue(self._can(_ctx(['member']), host_rules.LIST))
 
     def test_rules_named_and_documented(self):
