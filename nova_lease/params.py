@@ -1,0 +1,534 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""Parsing and validation of lease parameters (pure: no I/O, no clock).
+
+Two inputs share one set of rules:
+
+* the ``lease_params`` boot hint (:func:`parse_lease_params`): a *string*
+  holding a JSON object with the keys ``name``, ``start``, ``end``,
+  ``duration``, ``before_end``, ``on_end``, ``retries``. Nova hands hints
+  over as lists of strings; the caller unwraps the list, this module only
+  takes the string.
+* the Blazar v1 lease body (:func:`parse_lease_body`): ``name``,
+  ``start_date``, ``end_date``, ``before_end_date``, ``reservations``,
+  ``events``, plus our ``on_end`` and ``retries``. Errors use these names.
+
+Rules:
+
+* A key whose value is JSON ``null`` counts as absent (python-blazarclient
+  sends ``"before_end_date": null``). Any other key is refused.
+* ``name``: a non-blank string of at most 255 characters. Required in the
+  API body (as in Blazar); in ``lease_params`` it defaults to the caller's
+  ``default_name`` (e.g. the server name) and is required only when the
+  caller gives none.
+* ``start``: ``"now"`` (any case; the default when absent) or a date. A date
+  more than :data:`START_GRACE` (60 s) before ``now`` is refused; a date at
+  or before ``now`` within that grace becomes ``now``. Either way the lease
+  is then immediate (``start_now`` is true).
+* exactly one of ``end`` (a date after ``start``) and ``duration`` (hint
+  only). ``max_duration`` (a timedelta; None or zero = unlimited) bounds
+  ``end - start``.
+* ``before_end``: a date in ``[start, end)``; in the hint also a whole
+  number of minutes before ``end`` (int or digit string), whose time must
+  also lie in ``[start, end)``.
+* ``on_end``: ``delete`` or ``shelve``. ``retries``: an int in 0..100.
+
+Dates (:func:`parse_datetime`): ``YYYY-MM-DD HH:MM[:SS]`` in UTC, where
+month, day and hour may have one digit (``2013-12-1 16:07``), or ISO 8601
+``YYYY-MM-DDTHH:MM[:SS[.fff]]`` with an optional ``Z`` or offset
+(``+02:00``, ``+0200``, ``+02``); no offset means UTC. Results are naive
+UTC datetimes with a year in 1970..9999; digits past microseconds are
+dropped.
+
+Durations (:func:`parse_duration`): an int number of seconds (not a bool),
+or a string: digits alone (seconds) or digits followed by ``s``, ``m``,
+``h`` or ``d`` (any case; blanks around are ignored), e.g. ``"90m"``,
+``"2h"``, ``"3d"``. No fractions, no compounds like ``"1h30m"``.
+
+Every error is a :class:`LeaseParamError` (HTTP 400) whose ``field`` is the
+field as the user wrote it and whose ``rule`` is one of: ``type``,
+``format``, ``required``, ``unknown_key``, ``duplicate_key``,
+``exclusive``, ``past``, ``order``, ``too_long``, ``range``, ``choice``,
+``unsupported``. The message always names the field.
+"""
+
+import dataclasses
+import datetime
+import json
+import re
+
+from nova_lease import exception
+
+START_GRACE = datetime.timedelta(seconds=60)
+NAME_MAX_LENGTH = 255
+MAX_RETRIES = 100
+ON_END_ACTIONS = ('delete', 'shelve')
+MAX_RAW_LENGTH = 65535
+
+DATE_FORMATS_HELP = ("'YYYY-MM-DD HH:MM' (UTC) or ISO 8601 such as "
+                     "'2026-12-01T16:07:00+02:00'")
+API_DATE_FORMAT = '%Y-%m-%dT%H:%M:%S.%f'
+
+_MIN_YEAR = 1970
+_EPOCH = datetime.datetime(_MIN_YEAR, 1, 1)
+# No lease can last longer than the whole range of accepted dates.
+_MAX_SPAN = datetime.datetime.max - _EPOCH
+
+_DATE_RE = re.compile(
+    r'(?P<y>\d{4})-(?P<mo>\d{1,2})-(?P<d>\d{1,2})[T ]'
+    r'(?P<h>\d{1,2}):(?P<mi>\d{2})'
+    r'(?::(?P<s>\d{2})(?:[.,](?P<f>\d+))?)?'
+    r'\s*(?P<tz>Z|(?P<sign>[+-])(?P<oh>\d{2})(?::?(?P<om>\d{2}))?)?',
+    re.ASCII | re.IGNORECASE)
+_INT_RE = re.compile(r'[+-]?\d+', re.ASCII)
+_DURATION_RE = re.compile(r'(?P<n>[+-]?\d+)\s*(?P<unit>[smhd]?)',
+                          re.ASCII | re.IGNORECASE)
+_UNIT_SECONDS = {'': 1, 's': 1, 'm': 60, 'h': 3600, 'd': 86400}
+
+_HINT_NAMES = {'name': 'name', 'start': 'start', 'end': 'end',
+               'duration': 'duration', 'before_end': 'before_end',
+               'on_end': 'on_end', 'retries': 'retries'}
+_BODY_NAMES = {'name': 'name', 'start': 'start_date', 'end': 'end_date',
+               'before_end': 'before_end_date', 'on_end': 'on_end',
+               'retries': 'retries'}
+_BODY_KEYS = frozenset(_BODY_NAMES.values()) | {'reservations', 'events'}
+
+
+class LeaseParamError(exception.Invalid):
+    """A lease parameter is invalid; ``field`` and ``rule`` tell which."""
+
+    def __init__(self, field, rule, reason, where=None):
+        self.field = field
+        self.rule = rule
+        self.reason = reason
+        self.where = where
+        message = '%s: %s' % (where, reason) if where else reason
+        super().__init__(message, field=field, rule=rule, reason=reason)
+
+    def within(self, where):
+        """The same error, its message prefixed with ``where``."""
+        if self.where:
+            return self
+        return LeaseParamError(self.field, self.rule, self.reason, where)
+
+
+def _error(field, rule, fmt, *args):
+    return LeaseParamError(field, rule, fmt % args if args else fmt)
+
+
+def _show(value, limit=60):
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + '...'
+
+
+def _json_type(value):
+    if value is None:
+        return 'null'
+    if isinstance(value, bool):
+        return 'a boolean'
+    if isinstance(value, (int, float)):
+        return 'a number'
+    if isinstance(value, str):
+        return 'a string'
+    if isinstance(value, (list, tuple)):
+        return 'an array'
+    if isinstance(value, dict):
+        return 'an object'
+    return type(value).__name__
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def format_datetime(dt):
+    """``dt`` as Blazar's API writes dates (``2017-12-26T12:00:00.000000``).
+
+    Aware datetimes are converted to UTC; None stays None.
+    """
+    if dt is None:
+        return None
+    if dt.tzinfo is not None:
+        dt = dt.astimezone(datetime.timezone.utc).replace(tzinfo=None)
+    return dt.strftime(API_DATE_FORMAT)
+
+
+def format_short(dt):
+    """``YYYY-MM-DD HH:MM`` for messages (``:SS`` added when not zero)."""
+    if dt.second or dt.microsecond:
+        return dt.strftime('%Y-%m-%d %H:%M:%S')
+    return dt.strftime('%Y-%m-%d %H:%M')
+
+
+def format_duration(delta):
+    """A timedelta for messages: '3d', '2h', '1h 30m', '365d 1m', '0s'."""
+    seconds = int(delta.total_seconds())
+    parts = []
+    for unit in ('d', 'h', 'm', 's'):
+        count, seconds = divmod(seconds, _UNIT_SECONDS[unit])
+        if count:
+            parts.append('%d%s' % (count, unit))
+    return ' '.join(parts) or '0s'
+
+
+def parse_datetime(value, field):
+    """Parse a date string (see the module docstring) to naive UTC."""
+    return _parse_datetime(value, field, DATE_FORMATS_HELP)
+
+
+def _parse_datetime(value, field, accepted):
+    if not isinstance(value, str):
+        raise _error(field, 'type', "'%s' must be a date string (%s), got %s",
+                     field, accepted, _json_type(value))
+    match = _DATE_RE.fullmatch(value.strip())
+    if not match:
+        raise _error(field, 'format', "'%s' must be a date as %s, got %s",
+                     field, accepted, _show(value))
+    g = match.groupdict()
+    year = int(g['y'])
+    if not _MIN_YEAR <= year <= 9999:
+        raise _error(field, 'range', "'%s' (%s): the year must be between "
+                     "%d and 9999", field, value, _MIN_YEAR)
+    try:
+        dt = datetime.datetime(
+            year, int(g['mo']), int(g['d']), int(g['h']), int(g['mi']),
+            int(g['s'] or 0), int((g['f'] or '0')[:6].ljust(6, '0')))
+    except ValueError as e:
+        raise _error(field, 'format', "'%s' (%s) is not a valid date (%s)",
+                     field, value.strip(), e) from None
+    if g['sign']:
+        hours, minutes = int(g['oh']), int(g['om'] or 0)
+        if hours > 23 or minutes > 59:
+            raise _error(field, 'format', "'%s' (%s) has an invalid UTC "
+                         "offset", field, value)
+        offset = datetime.timedelta(hours=hours, minutes=minutes)
+        try:
+            dt = dt - offset if g['sign'] == '+' else dt + offset
+        except OverflowError:
+            dt = None
+        if dt is None or dt.year < _MIN_YEAR:
+            raise _error(field, 'range', "'%s' (%s) in UTC falls outside the "
+                         "years %d to 9999", field, value, _MIN_YEAR)
+    return dt
+
+
+def parse_duration(value, field, allow_zero=False):
+    """Parse a duration (see the module docstring) to a timedelta > 0.
+
+    With ``allow_zero`` a zero duration is accepted (for options where 0
+    means "no limit").
+    """
+    if _is_int(value):
+        seconds = value
+        shown = '%d' % value if abs(value) < 10 ** 20 else 'a huge number'
+    elif isinstance(value, str):
+        match = _DURATION_RE.fullmatch(value.strip())
+        if not match:
+            raise _error(field, 'format', "'%s' must be a number of seconds "
+                         "or a number followed by s, m, h or d (e.g. '90m', "
+                         "'2h', '3d'), got %s", field, _show(value))
+        digits = match.group('n').lstrip('+-').lstrip('0')
+        shown = value.strip() if len(value) <= 30 else _show(value)
+        if len(digits) > 20 and not match.group('n').startswith('-'):
+            raise _error(field, 'too_long', "'%s' (%s) is too long", field,
+                         shown)
+        seconds = -1 if len(digits) > 20 else (
+            int(match.group('n')) * _UNIT_SECONDS[match.group('unit').lower()])
+    else:
+        raise _error(field, 'type', "'%s' must be a string such as '2h' or "
+                     "an integer number of seconds, got %s", field,
+                     _json_type(value))
+    if seconds < 0 or (seconds == 0 and not allow_zero):
+        raise _error(field, 'range', "'%s' (%s) must be %s", field, shown,
+                     'zero or more' if allow_zero else 'more than zero')
+    if seconds > _MAX_SPAN.total_seconds():
+        raise _error(field, 'too_long', "'%s' (%s) is too long", field, shown)
+    return datetime.timedelta(seconds=seconds)
+
+
+@dataclasses.dataclass(frozen=True)
+class LeaseParams:
+    """A valid lease request. ``before_end`` is only an explicit one."""
+
+    name: str
+    start: datetime.datetime
+    end: datetime.datetime
+    start_now: bool = False
+    before_end: datetime.datetime | None = None
+    on_end: str | None = None
+    retries: int | None = None
+
+    @property
+    def duration(self):
+        return self.end - self.start
+
+    def effective_before_end(self, minutes_before_end_lease):
+        """When the before_end_lease event fires, or None for no event.
+
+        An explicit ``before_end`` wins. Otherwise it is ``end`` minus
+        ``minutes_before_end_lease`` (``[nova_lease]`` option), clamped to
+        ``start``; 0 minutes means no event.
+        """
+        if self.before_end is not None:
+            return self.before_end
+        if not minutes_before_end_lease:
+            return None
+        try:
+            at = self.end - datetime.timedelta(
+                minutes=minutes_before_end_lease)
+        except OverflowError:
+            return self.start
+        return max(at, self.start)
+
+
+def _check_keys(data, allowed):
+    unknown = sorted(str(k) for k in data if k not in allowed)
+    if unknown:
+        raise _error(unknown[0], 'unknown_key', "%s: unknown key%s; the "
+                     "allowed keys are %s",
+                     ', '.join("'%s'" % k for k in unknown),
+                     's' if len(unknown) > 1 else '',
+                     ', '.join(sorted(allowed)))
+
+
+def _parse_name(value, field):
+    if not isinstance(value, str):
+        raise _error(field, 'type', "'%s' must be a string, got %s", field,
+                     _json_type(value))
+    if not value.strip() or len(value) > NAME_MAX_LENGTH:
+        raise _error(field, 'range', "'%s' must be a non-blank string of at "
+                     "most %d characters", field, NAME_MAX_LENGTH)
+    return value
+
+
+def _parse_start(value, now, field):
+    if value is None or (isinstance(value, str) and
+                         value.strip().lower() == 'now'):
+        return now, True
+    if not isinstance(value, str):
+        raise _error(field, 'type', "'%s' must be \"now\" or a date string, "
+                     "got %s", field, _json_type(value))
+    start = parse_datetime(value, field)
+    if start < now - START_GRACE:
+        raise _error(field, 'past', "'%s' (%s) is in the past (now is %s)",
+                     field, format_short(start), format_short(now))
+    if start <= now:
+        return now, True
+    return start, False
+
+
+def _parse_end(data, names, start, max_duration):
+    f_end, f_dur = names['end'], names.get('duration')
+    end_raw = data.get(f_end)
+    dur_raw = data.get(f_dur) if f_dur else None
+    if end_raw is not None and dur_raw is not None:
+        raise _error(f_dur, 'exclusive', "give either '%s' or '%s', not "
+                     "both", f_end, f_dur)
+    if end_raw is None and dur_raw is None:
+        if f_dur:
+            raise _error(f_end, 'required', "'%s' or '%s' is required",
+                         f_end, f_dur)
+        raise _error(f_end, 'required', "'%s' is required", f_end)
+    if end_raw is not None:
+        field = f_end
+        end = parse_datetime(end_raw, f_end)
+        if end <= start:
+            raise _error(f_end, 'order', "'%s' (%s) must be after '%s' (%s)",
+                         f_end, format_short(end), names['start'],
+                         format_short(start))
+        length, shown = end - start, format_short(end)
+    else:
+        field = f_dur
+        length = parse_duration(dur_raw, f_dur)
+        shown = format_duration(length)
+    if max_duration and length > max_duration:
+        limit = format_duration(max_duration)
+        if field == f_end:
+            raise _error(field, 'too_long', "'%s' (%s) makes the lease %s "
+                         "long; the maximum lease duration is %s", field,
+                         shown, format_duration(length), limit)
+        raise _error(field, 'too_long', "'%s' (%s) is longer than the maximum "
+                     "lease duration (%s)", field, shown, limit)
+    try:
+        return start + length
+    except OverflowError:
+        raise _error(field, 'too_long', "'%s' (%s) ends after the year 9999",
+                     field, shown) from None
+
+
+def _parse_before_end(value, names, start, end, allow_minutes):
+    field = names['before_end']
+    if value is None:
+        return None
+    if allow_minutes and (_is_int(value) or (
+            isinstance(value, str) and _INT_RE.fullmatch(value.strip()))):
+        text = str(value).strip()
+        if len(text.lstrip('+-').lstrip('0')) > 20:
+            # Only the sign matters (and int() refuses very long strings).
+            minutes = -1 if text.startswith('-') else 10 ** 20
+            text = text[:17] + '...'
+        else:
+            minutes = int(text)
+        shown = "%s minutes before '%s'" % (text, names['end'])
+        if minutes <= 0:
+            raise _error(field, 'range', "'%s' (%s) must be more than zero "
+                         "minutes", field, shown)
+        if minutes > _MAX_SPAN.total_seconds() // 60:
+            at = datetime.datetime.min
+        else:
+            at = end - datetime.timedelta(minutes=minutes)
+    else:
+        accepted = DATE_FORMATS_HELP
+        if allow_minutes:
+            accepted += ", or a whole number of minutes before '%s'" % (
+                names['end'])
+        at = _parse_datetime(value, field, accepted)
+        shown = format_short(at)
+    if not start <= at < end:
+        raise _error(field, 'range', "'%s' (%s) must be at or after '%s' (%s)"
+                     " and before '%s' (%s)", field, shown, names['start'],
+                     format_short(start), names['end'], format_short(end))
+    return at
+
+
+def _parse_on_end(value, field):
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise _error(field, 'type', "'%s' must be a string, got %s", field,
+                     _json_type(value))
+    if value not in ON_END_ACTIONS:
+        raise _error(field, 'choice', "'%s' must be one of %s, got %s",
+                     field, ', '.join(ON_END_ACTIONS), _show(value))
+    return value
+
+
+def _parse_retries(value, field):
+    if value is None:
+        return None
+    if not _is_int(value):
+        raise _error(field, 'type', "'%s' must be an integer, got %s", field,
+                     _json_type(value))
+    if not 0 <= value <= MAX_RETRIES:
+        raise _error(field, 'range', "'%s' (%d) must be between 0 and %d",
+                     field, value, MAX_RETRIES)
+    return value
+
+
+def _build(data, names, now, max_duration, default_name=None):
+    name = data.get(names['name'])
+    if name is None:
+        if default_name is None:
+            raise _error(names['name'], 'required', "'%s' is required",
+                         names['name'])
+        name = default_name
+    name = _parse_name(name, names['name'])
+    start, start_now = _parse_start(data.get(names['start']), now,
+                                    names['start'])
+    end = _parse_end(data, names, start, max_duration)
+    before_end = _parse_before_end(data.get(names['before_end']), names,
+                                   start, end, 'duration' in names)
+    return LeaseParams(
+        name=name, start=start, end=end, start_now=start_now,
+        before_end=before_end,
+        on_end=_parse_on_end(data.get(names['on_end']), names['on_end']),
+        retries=_parse_retries(data.get(names['retries']),
+                               names['retries']))
+
+
+def _unique_keys(pairs):
+    data = {}
+    for key, value in pairs:
+        if key in data:
+            raise _error(key, 'duplicate_key', "'%s' is given more than once",
+                         key)
+        data[key] = value
+    return data
+
+
+def parse_lease_params(raw, now, max_duration=None, default_name=None):
+    """Parse the ``lease_params`` hint string into :class:`LeaseParams`.
+
+    :param raw: the hint value, a string holding a JSON object.
+    :param now: the current time, naive UTC.
+    :param max_duration: longest lease allowed (timedelta), None/0 = any.
+    :param default_name: the name used when the hint gives none; when None
+        the name is required.
+    :raises LeaseParamError: its message starts with ``lease_params:``.
+    """
+    try:
+        if not isinstance(raw, str):
+            raise _error('lease_params', 'type', "'lease_params' must be a "
+                         "string holding a JSON object, got %s",
+                         _json_type(raw))
+        if len(raw) > MAX_RAW_LENGTH:
+            raise _error('lease_params', 'range', "'lease_params' is longer "
+                         "than %d characters", MAX_RAW_LENGTH)
+        try:
+            data = json.loads(raw, object_pairs_hook=_unique_keys)
+        except (ValueError, RecursionError) as e:
+            raise _error('lease_params', 'format', "'lease_params' is not "
+                         "valid JSON (%s)", e) from None
+        if not isinstance(data, dict):
+            raise _error('lease_params', 'type', "'lease_params' must be a "
+                         "JSON object such as {\"end\": \"2026-12-01 16:07\"}"
+                         ", got %s", _json_type(data))
+        _check_keys(data, frozenset(_HINT_NAMES))
+        return _build(data, _HINT_NAMES, now, max_duration, default_name)
+    except LeaseParamError as e:
+        raise e.within('lease_params') from None
+
+
+def _parse_reservations(value):
+    if value is None:
+        raise _error('reservations', 'required', "'reservations' is required")
+    if not isinstance(value, list) or not value:
+        raise _error('reservations', 'type', "'reservations' must be a "
+                     "non-empty array of objects, got %s",
+                     'an empty array' if value == [] else _json_type(value))
+    for i, item in enumerate(value):
+        field = 'reservations[%d]' % i
+        if not isinstance(item, dict):
+            raise _error(field, 'type', "'%s' must be an object, got %s",
+                         field, _json_type(item))
+        rtype = item.get('resource_type')
+        if not isinstance(rtype, str) or not rtype.strip():
+            field += '.resource_type'
+            raise _error(field, 'required' if rtype is None else 'type',
+                         "'%s' must be a non-blank string such as "
+                         "'virtual:instance', got %s", field,
+                         _json_type(rtype))
+    return [dict(item) for item in value]
+
+
+def parse_lease_body(body, now, max_duration=None):
+    """Parse a Blazar v1 lease-create body.
+
+    :returns: ``(LeaseParams, reservations)``, the reservations being
+        shallow copies of the request's objects (each has a string
+        ``resource_type``; the resource plugins check the rest).
+    :raises LeaseParamError: fields named as in Blazar (``start_date``...).
+    """
+    if not isinstance(body, dict):
+        raise _error('lease', 'type', "'lease' must be a JSON object, got %s",
+                     _json_type(body))
+    _check_keys(body, _BODY_KEYS)
+    events = body.get('events')
+    if events is not None:
+        if not isinstance(events, list):
+            raise _error('events', 'type', "'events' must be an array, got "
+                         "%s", _json_type(events))
+        if events:
+            raise _error('events', 'unsupported', "'events' must be empty: "
+                         "lease events are created from the lease dates")
+    params = _build(body, _BODY_NAMES, now, max_duration)
+    return params, _parse_reservations(body.get('reservations'))
