@@ -1,0 +1,145 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""The nova-api paste filter: boot-hint handling and the lease API.
+
+Operators add it to both v2.1 pipelines of Nova's api-paste.ini, right after
+``keystonecontext`` (so ``environ['nova.context']`` is set)::
+
+  [filter:nova_lease]
+  paste.filter_factory = nova_lease.api_ext.middleware:LeaseMiddleware.factory
+
+Under Nova's urlmap the filter sees ``PATH_INFO`` without the ``/v2.1`` (or
+``/v2``) prefix, optionally with a project id in front: ``/servers``,
+``/<project_id>/servers``, ``/os-reservation/leases``.
+"""
+
+import re
+
+from nova.api.openstack import wsgi as os_wsgi
+from oslo_log import log as logging
+from oslo_serialization import jsonutils
+import webob
+import webob.dec
+import webob.exc
+
+LOG = logging.getLogger(__name__)
+
+#: Where the lease API is mounted, below /v2.1 (and /v2).
+API_PREFIX = '/os-reservation'
+
+# Nova's router accepts a project id in the URL only if it is hex with
+# dashes (nova.api.openstack.ProjectMapper); match the same.
+_PROJECT = r'(?:/[0-9a-f\-]+)?'
+_SERVERS_RE = re.compile(r'^%s/servers/?$' % _PROJECT)
+_LEASE_API_RE = re.compile(r'^(?P<base>%s%s)(?P<rest>/.*)?$'
+                           % (_PROJECT, re.escape(API_PREFIX)))
+
+_VERSION_ID = 'v1.0'
+
+
+def fault(exc):
+    """Return a webob.exc.HTTPException as a response in Nova's format.
+
+    The body is ``{"<faultName>": {"code": <status>, "message": "..."}}``,
+    e.g. ``{"itemNotFound": {"code": 404, "message": "..."}}``.
+    """
+    return os_wsgi.Fault(exc)
+
+
+class LeaseMiddleware(object):
+    """Paste filter for Nova's /v2.1 and /v2 pipelines.
+
+    Routes (cheaply: a string test and a precompiled regex on PATH_INFO,
+    no body parsing, for every request):
+
+    * ``POST [/<project_id>]/servers``: :meth:`_create_server`;
+    * ``[/<project_id>]/os-reservation[/...]``: :meth:`_lease_api`;
+    * anything else goes to the next application untouched.
+
+    The instance holds no per-request state and is shared by every request
+    thread of nova-api.
+    """
+
+    def __init__(self, application, **local_conf):
+        self.application = application
+        # Options from the [filter:nova_lease] section of api-paste.ini;
+        # everything else is read from nova.conf ([nova_lease]).
+        self.local_conf = dict(local_conf)
+
+    @classmethod
+    def factory(cls, global_config, **local_config):
+        """paste.deploy filter factory (``paste.filter_factory``)."""
+        def _factory(app):
+            return cls(app, **local_config)
+        return _factory
+
+    def __call__(self, environ, start_response):
+        path = environ.get('PATH_INFO', '')
+        if API_PREFIX in path:
+            match = _LEASE_API_RE.match(path)
+            if match:
+                return self._lease_api_app(environ, start_response)
+        elif (environ.get('REQUEST_METHOD') == 'POST' and
+                path.endswith(('/servers', '/servers/')) and
+                _SERVERS_RE.match(path)):
+            return self._create_server_app(environ, start_response)
+        return self.application(environ, start_response)
+
+    # Only the routed requests get a webob Request (Nova's subclass, so
+    # faults can be rendered); the others never pay for one.
+    @webob.dec.wsgify(RequestClass=os_wsgi.Request)
+    def _create_server_app(self, req):
+        return self._create_server(req, req.environ.get('nova.context'))
+
+    @webob.dec.wsgify(RequestClass=os_wsgi.Request)
+    def _lease_api_app(self, req):
+        return self._lease_api(req, req.environ.get('nova.context'))
+
+    def _create_server(self, req, ctx):
+        """Handle ``POST /servers`` (boot).
+
+        Placeholder: passes the request to Nova unchanged. It will
+        validate the lease hints, admit the lease against the capacity
+        calendar, record it and link the new server(s) to it.
+        """
+        LOG.debug('nova_lease: server create by project %s passed through',
+                  getattr(ctx, 'project_id', None))
+        return req.get_response(self.application)
+
+    def _lease_api(self, req, ctx):
+        """Serve the lease API under ``/os-reservation``.
+
+        Placeholder: answers the version document at the root and a 404 in
+        Nova's fault format for every other path below it.
+        """
+        match = _LEASE_API_RE.match(req.path_info)
+        rest = (match.group('rest') or '/').rstrip('/')
+        if rest:
+            return fault(webob.exc.HTTPNotFound(
+                explanation='Unknown lease API resource: %s%s'
+                            % (API_PREFIX, rest)))
+        if req.method not in ('GET', 'HEAD'):
+            return fault(webob.exc.HTTPMethodNotAllowed(
+                explanation='Method %s is not allowed on %s'
+                            % (req.method, API_PREFIX),
+                headers=[('Allow', 'GET, HEAD')]))
+        LOG.debug('nova_lease: version document for project %s',
+                  getattr(ctx, 'project_id', None))
+        href = req.host_url + req.script_name + match.group('base')
+        body = {'versions': [{
+            'id': _VERSION_ID,
+            'status': 'CURRENT',
+            'links': [{'rel': 'self', 'href': href}],
+        }]}
+        return webob.Response(
+            body=jsonutils.dump_as_bytes(body),
+            content_type='application/json', charset='UTF-8')

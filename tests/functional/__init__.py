@@ -1,0 +1,18 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+# Importing nova.tests.functional runs nova.monkey_patch.patch() exactly like
+# Nova's own functional tests do (native threads when
+# OS_NOVA_DISABLE_EVENTLET_PATCHING=1, eventlet otherwise). It must be the
+# FIRST import of this package so that nothing (urllib3, requests,
+# oslo_context, nova_lease) is imported before the concurrency mode is set.
+import nova.tests.functional  # noqa: F401
