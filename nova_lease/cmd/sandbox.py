@@ -1,0 +1,101 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""nova-lease-sandbox: a real Keystone and an all-in-one Nova with
+nova_lease on 127.0.0.1, for trying the product with the unmodified
+``nova`` and ``openstack`` clients.
+
+    nova-lease-sandbox [--state-dir DIR] [--keystone-port 5000]
+                       [--nova-port 8774] [--demo [--keep-running]]
+
+Prints ``ready: source DIR/demo-openrc`` when the clients can be used;
+SIGINT/SIGTERM stop everything. See nova_lease.sandbox.
+"""
+
+import argparse
+import os
+import sys
+import threading
+import time
+
+# Nova in this process runs in native threading mode (importing
+# nova_lease.cmd already refuses eventlet); say so before nova is imported.
+os.environ['OS_NOVA_DISABLE_EVENTLET_PATCHING'] = '1'
+
+
+def default_state_dir():
+    base = os.environ.get('XDG_STATE_HOME') or os.path.join(
+        os.path.expanduser('~'), '.local', 'state')
+    return os.path.join(base, 'nova-lease-sandbox')
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(
+        prog='nova-lease-sandbox',
+        description='Run a real Keystone and an all-in-one Nova 34 with '
+                    'nova_lease on 127.0.0.1 (SQLite), and write openrc '
+                    'files for the nova and openstack clients.')
+    parser.add_argument('--state-dir', default=default_state_dir(),
+                        help='where databases, keys, logs and openrc files '
+                             'go (default: %(default)s); Keystone is reused '
+                             'when restarted with the same directory')
+    parser.add_argument('--keystone-port', type=int, default=5000,
+                        help='Keystone port on 127.0.0.1 (default: '
+                             '%(default)s)')
+    parser.add_argument('--nova-port', type=int, default=8774,
+                        help='nova-api port on 127.0.0.1 (default: '
+                             '%(default)s)')
+    parser.add_argument('--demo', action='store_true',
+                        help='run a short scripted scenario once ready, '
+                             'print its timeline and exit')
+    parser.add_argument('--keep-running', action='store_true',
+                        help='with --demo: keep the sandbox running after '
+                             'the demo')
+    parser.add_argument('--debug', action='store_true',
+                        help='debug logging in nova.log')
+    # For comparing with plain Nova: no nova_lease filter, scheduler filter
+    # or weigher.
+    parser.add_argument('--without-plugin', action='store_true',
+                        help=argparse.SUPPRESS)
+    return parser.parse_args(argv)
+
+
+def _finish(code, grace=5.0):
+    """Return code, or leave at once if non-daemon threads linger."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    deadline = time.monotonic() + grace
+    me = threading.current_thread()
+    others = [t for t in threading.enumerate()
+              if t is not me and not t.daemon]
+    for thread in others:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    if any(t.is_alive() for t in others):
+        os._exit(code)
+    return code
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    from nova import monkey_patch
+    monkey_patch.patch()
+
+    from nova_lease.sandbox import runner
+    sandbox = runner.Sandbox(
+        args.state_dir, keystone_port=args.keystone_port,
+        nova_port=args.nova_port, demo=args.demo,
+        keep_running=args.keep_running, debug=args.debug,
+        with_plugin=not args.without_plugin)
+    return _finish(sandbox.run())
+
+
+if __name__ == '__main__':
+    sys.exit(main())

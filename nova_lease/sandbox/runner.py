@@ -1,0 +1,229 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""nova-lease-sandbox's main sequence.
+
+Start Keystone (child process; set up in a background thread while Nova
+starts here), start the all-in-one Nova, write the openrc files, print the
+ready line, then run the demo or wait for SIGINT/SIGTERM and shut down.
+
+The terminal (stderr) gets short progress lines; stdout gets only the
+ready line and the demo's timeline; everything else goes to
+``<state>/nova.log`` and ``<state>/keystone.log``.
+"""
+
+import logging as std_logging
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+
+from oslo_config import cfg
+from oslo_log import log as logging
+
+from nova_lease.sandbox import keystone as ks
+from nova_lease.sandbox import openrc
+
+LOG = logging.getLogger(__name__)
+CONF = cfg.CONF
+
+
+class SandboxError(Exception):
+    pass
+
+
+class _Stop(BaseException):
+    """Raised in the main thread by the SIGINT/SIGTERM handler."""
+
+
+def _root_cause(exc):
+    """The first real error inside a fixtures/testtools wrapper."""
+    args = getattr(exc, 'args', ())
+    if type(exc).__name__ == 'MultipleExceptions' and args:
+        first = args[0]
+        if isinstance(first, tuple) and len(first) == 3:
+            return first[1]
+    return exc
+
+
+class Sandbox(object):
+
+    def __init__(self, state_dir, keystone_port=5000, nova_port=8774,
+                 demo=False, keep_running=False, debug=False,
+                 with_plugin=True, out=None, err=None):
+        self.state_dir = os.path.abspath(state_dir)
+        self.keystone_port = keystone_port
+        self.nova_port = nova_port
+        self.demo = demo
+        self.keep_running = keep_running
+        self.debug = debug
+        self.with_plugin = with_plugin
+        self.out = out or sys.stdout
+        self.err = err or sys.stderr
+        self.t0 = time.monotonic()
+        self.keystone = None
+        self.nova = None
+        self._ks_error = None
+
+    def progress(self, text):
+        self.err.write('[%5.1fs] %s\n' % (time.monotonic() - self.t0, text))
+        self.err.flush()
+        LOG.info('%s', text)
+
+    # -- start-up ----------------------------------------------------------
+
+    def _check_ports(self):
+        for name, port in (('keystone', self.keystone_port),
+                           ('nova', self.nova_port)):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind((ks.HOST, port))
+            except OSError as e:
+                raise SandboxError('%s port %s:%d is not free: %s'
+                                   % (name, ks.HOST, port, e))
+            finally:
+                sock.close()
+        if self.keystone_port == self.nova_port:
+            raise SandboxError('--keystone-port and --nova-port must differ')
+
+    def _setup_logging(self):
+        log_file = os.path.join(self.state_dir, 'nova.log')
+        # Until oslo.log takes over (after nova.conf is parsed), send
+        # Python warnings and early log records to the log file too.
+        std_logging.captureWarnings(True)
+        handler = std_logging.FileHandler(log_file)
+        root = std_logging.getLogger()
+        root.addHandler(handler)
+        root.setLevel(std_logging.INFO)
+        return handler
+
+    def _keystone_thread(self):
+        try:
+            k = self.keystone
+            k.setup()
+            self.progress('keystone: %s database in %s'
+                          % ('reusing the' if k.reused else 'created a',
+                             k.dir))
+            k.start()
+            k.wait_ready()
+            k.configure()
+            self.progress('keystone: ready on %s (pid %d)' % (k.url, k.pid))
+        except BaseException as e:  # reported by the main thread
+            LOG.exception('keystone start-up failed')
+            self._ks_error = e
+
+    def start(self):
+        from nova_lease.sandbox import nova_aio
+
+        os.makedirs(self.state_dir, exist_ok=True)
+        self._check_ports()
+        early = self._setup_logging()
+        passwords = openrc.load_passwords(self.state_dir)
+        self.keystone = ks.Keystone(self.state_dir, self.keystone_port,
+                                    self.nova_port, passwords)
+        self.progress('state directory %s; logs in nova.log and keystone.log'
+                      % self.state_dir)
+        ks_thread = threading.Thread(target=self._keystone_thread,
+                                     name='keystone-setup', daemon=True)
+        ks_thread.start()
+
+        self.nova = nova_aio.NovaAllInOne(
+            self.state_dir, self.nova_port, self.keystone.url, passwords,
+            with_plugin=self.with_plugin, debug=self.debug,
+            progress=self.progress)
+        self.nova.configure()
+        CONF.set_override('log_file', os.path.join(self.state_dir,
+                                                   'nova.log'))
+        CONF.set_override('use_stderr', False)
+        std_logging.getLogger().removeHandler(early)
+        early.close()
+        logging.setup(CONF, 'nova')
+        self.nova.setUp()
+
+        while ks_thread.is_alive():
+            ks_thread.join(0.2)
+        if self._ks_error is not None:
+            raise SandboxError('keystone failed to start: %s'
+                               % self._ks_error)
+        self._write_openrc(passwords)
+
+    def _write_openrc(self, passwords):
+        for user in ('admin', 'demo'):
+            env = openrc.openrc_env(
+                user, passwords[user], self.keystone.url, ks.REGION,
+                self.nova.image_id, self.nova.flavor_id)
+            openrc.write_openrc(self.openrc_path(user), env)
+
+    def openrc_path(self, user):
+        return os.path.join(self.state_dir, '%s-openrc' % user)
+
+    # -- shut-down ---------------------------------------------------------
+
+    def stop(self):
+        if self.nova is not None:
+            self.progress('stopping nova')
+            nova, self.nova = self.nova, None
+            try:
+                nova.cleanUp()
+            except Exception:
+                LOG.exception('nova clean-up failed')
+        if self.keystone is not None:
+            self.progress('stopping keystone')
+            self.keystone.stop()
+            self.keystone = None
+
+    # -- main --------------------------------------------------------------
+
+    def run(self):
+        """Start, serve or demo, stop. Returns the exit code."""
+        def _on_signal(signum, frame):
+            # One clean-up only: ignore further signals while stopping.
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            raise _Stop()
+
+        signal.signal(signal.SIGINT, _on_signal)
+        signal.signal(signal.SIGTERM, _on_signal)
+        code = 0
+        try:
+            self.start()
+            self.progress('ready after %.1f s' % (time.monotonic() - self.t0))
+            self.out.write('ready: source %s\n' % self.openrc_path('demo'))
+            self.out.flush()
+            if self.demo:
+                from nova_lease.sandbox import demo
+                env = openrc.read_openrc(self.openrc_path('demo'))
+                code = 0 if demo.run(env, out=self.out) else 1
+                if not self.keep_running:
+                    return code
+            while True:
+                time.sleep(3600)
+        except _Stop:
+            self.progress('signal received, shutting down')
+            return code
+        except SandboxError as e:
+            self.progress('error: %s' % e)
+            return 2
+        except Exception as e:
+            LOG.exception('sandbox failed')
+            e = _root_cause(e)
+            self.progress('error: %s: %s (see %s)' % (
+                type(e).__name__, e, os.path.join(self.state_dir,
+                                                  'nova.log')))
+            return 1
+        finally:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            self.stop()
+            self.progress('stopped')

@@ -1,0 +1,220 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""Smoke tests of nova-lease-sandbox, driven with the unmodified clients.
+
+The sandbox runs as a subprocess (the console script from the venv); the
+``nova`` and ``openstack`` executables next to this interpreter talk to it
+with the credentials of DIR/demo-openrc, exactly as a user would.
+"""
+
+import os
+import queue
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import testtools
+
+from nova_lease.sandbox import openrc
+
+BIN = os.path.dirname(sys.executable)
+READY_TIMEOUT = 150
+STOP_TIMEOUT = 30
+
+
+def _free_port():
+    with socket.socket() as sock:
+        sock.bind(('127.0.0.1', 0))
+        return sock.getsockname()[1]
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie of ours does not count.
+    try:
+        with open('/proc/%d/stat' % pid) as f:
+            return f.read().split()[2] != 'Z'
+    except OSError:
+        return False
+
+
+class _Sandbox(object):
+    """A nova-lease-sandbox subprocess."""
+
+    def __init__(self, test, state_dir, *extra):
+        self.test = test
+        self.state_dir = state_dir
+        self.err_path = os.path.join(state_dir, 'terminal.err')
+        os.makedirs(state_dir, exist_ok=True)
+        env = dict(os.environ, OS_NOVA_DISABLE_EVENTLET_PATCHING='1',
+                   PYTHONUNBUFFERED='1')
+        self._err = open(self.err_path, 'w')
+        self.proc = subprocess.Popen(
+            [os.path.join(BIN, 'nova-lease-sandbox'),
+             '--state-dir', state_dir,
+             '--keystone-port', str(_free_port()),
+             '--nova-port', str(_free_port())] + list(extra),
+            stdout=subprocess.PIPE, stderr=self._err,
+            stdin=subprocess.DEVNULL, env=env, text=True)
+        self.lines = []
+        self._queue = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+        test.addCleanup(self.kill)
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self._queue.put(line.rstrip('\n'))
+        self._queue.put(None)
+
+    def terminal(self):
+        with open(self.err_path) as f:
+            return ('stdout:\n%s\nstderr:\n%s'
+                    % ('\n'.join(self.lines), f.read()))
+
+    def wait_for_line(self, predicate, timeout):
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                line = self._queue.get(
+                    timeout=max(0.1, deadline - time.monotonic()))
+            except queue.Empty:
+                line = ''
+            if line is None:
+                self.test.fail('sandbox ended before the expected line\n%s'
+                               % self.terminal())
+            if line:
+                self.lines.append(line)
+                if predicate(line):
+                    return line
+            if time.monotonic() > deadline:
+                self.test.fail('no expected line within %d s\n%s'
+                               % (timeout, self.terminal()))
+
+    def wait_ready(self):
+        line = self.wait_for_line(lambda line: line.startswith('ready: '),
+                                  READY_TIMEOUT)
+        path = os.path.join(self.state_dir, 'demo-openrc')
+        self.test.assertEqual('ready: source %s' % path, line)
+        return openrc.read_openrc(path)
+
+    def keystone_pid(self):
+        with open(os.path.join(self.state_dir, 'keystone.pid')) as f:
+            return int(f.read())
+
+    def wait_exit(self, timeout):
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.test.fail('sandbox did not exit within %d s\n%s'
+                           % (timeout, self.terminal()))
+
+    def kill(self):
+        pid_file = os.path.join(self.state_dir, 'keystone.pid')
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if os.path.exists(pid_file):
+            pid = self.keystone_pid()
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        self._err.close()
+
+
+class SandboxTest(testtools.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        # Shared by the tests of this class: the second start reuses the
+        # bootstrapped Keystone, as a user restarting the sandbox would.
+        cls.state_dir = tempfile.mkdtemp(prefix='nova-lease-sandbox-')
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.state_dir, ignore_errors=True)
+        super().tearDownClass()
+
+    def _client(self, env, *argv, **kwargs):
+        clean = {k: v for k, v in os.environ.items()
+                 if not k.startswith('OS_')}
+        clean.update(env)
+        proc = subprocess.run([os.path.join(BIN, argv[0])] + list(argv[1:]),
+                              env=clean, capture_output=True, text=True,
+                              timeout=kwargs.get('timeout', 60))
+        self.assertEqual(0, proc.returncode,
+                         '%s failed:\n%s\n%s' % (' '.join(argv), proc.stdout,
+                                                 proc.stderr))
+        return proc.stdout
+
+    def _rows(self, table):
+        """Rows of a prettytable as lists of cells."""
+        return [[c.strip() for c in line.strip().strip('|').split('|')]
+                for line in table.splitlines() if line.startswith('|')][1:]
+
+    def test_unmodified_clients(self):
+        sandbox = _Sandbox(self, self.state_dir)
+        env = sandbox.wait_ready()
+        for key in ('OS_AUTH_URL', 'OS_USERNAME', 'OS_PASSWORD',
+                    'OS_PROJECT_NAME', 'OS_USER_DOMAIN_NAME',
+                    'OS_PROJECT_DOMAIN_NAME', 'OS_REGION_NAME',
+                    'NOVA_LEASE_IMAGE', 'NOVA_LEASE_FLAVOR'):
+            self.assertTrue(env.get(key), key)
+        self.assertEqual('3', env['OS_IDENTITY_API_VERSION'])
+        self.assertEqual('demo', env['OS_USERNAME'])
+        keystone_pid = sandbox.keystone_pid()
+        self.assertTrue(_alive(keystone_pid))
+
+        self.assertEqual([], self._rows(self._client(env, 'nova', 'list')))
+        self._client(env, 'nova', 'boot', '--flavor',
+                     env['NOVA_LEASE_FLAVOR'], '--image',
+                     env['NOVA_LEASE_IMAGE'], '--nic', 'none', '--poll',
+                     'vm1', timeout=90)
+        rows = self._rows(self._client(env, 'nova', 'list'))
+        self.assertEqual([['vm1', 'ACTIVE']], [r[1:3] for r in rows])
+        out = self._client(env, 'openstack', 'server', 'list', '-f',
+                           'value', '-c', 'Name', '-c', 'Status')
+        self.assertEqual(['vm1 ACTIVE'], out.split('\n')[:-1])
+        self._client(env, 'nova', 'delete', 'vm1')
+        deadline = time.monotonic() + 30
+        while self._rows(self._client(env, 'nova', 'list')):
+            self.assertLess(time.monotonic(), deadline, 'vm1 not deleted')
+            time.sleep(0.5)
+
+        sandbox.proc.send_signal(signal.SIGTERM)
+        self.assertEqual(0, sandbox.wait_exit(STOP_TIMEOUT),
+                         sandbox.terminal())
+        self.assertFalse(_alive(keystone_pid), 'keystone child still runs')
+        self.assertFalse(os.path.exists(
+            os.path.join(self.state_dir, 'keystone.pid')))
+
+    def test_demo(self):
+        sandbox = _Sandbox(self, self.state_dir, '--demo')
+        sandbox.wait_ready()
+        sandbox.wait_for_line(lambda line: line.endswith('demo: done'), 90)
+        self.assertEqual(0, sandbox.wait_exit(STOP_TIMEOUT),
+                         sandbox.terminal())
+        timeline = '\n'.join(sandbox.lines)
+        for text in ('step 1/', 'nova boot --flavor', ' is ACTIVE',
+                     ' deleted'):
+            self.assertIn(text, timeline)
