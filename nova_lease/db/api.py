@@ -1,0 +1,1096 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""Transactional functions of the nova_lease side database.
+
+This is the only module that runs SQL. It has no business rules: which
+status may follow which lives in nova_lease.status; here a status is a
+string and ``expected_status`` is a compare-and-set guard.
+
+Conventions:
+
+* Every function takes ``db`` first: a :class:`Database`, or a Session
+  yielded by ``Database.reader()``/``Database.writer()`` to run inside the
+  caller's transaction (e.g. ``lock_hosts`` + ``allocation_list`` +
+  ``lease_create`` as one admission-control transaction). A function that
+  writes refuses a reader session.
+* Functions return plain dicts (detached, JSON-friendly except that
+  datetimes stay naive UTC ``datetime``), or lists of them.
+* Missing rows raise a ``*NotFound`` (404); a failed compare-and-set raises
+  :class:`StatusConflict` (409); a duplicate id/name raises a
+  ``*Exists`` (409); an unknown field raises :class:`InvalidField` (400).
+  Database failures surface as oslo_db exceptions (``DBConnectionError``,
+  ``DBDeadlock``, ...). Callers that open their own transactions may wrap
+  them with :func:`retry_on_deadlock`.
+"""
+
+import contextlib
+import datetime
+import os
+import threading
+
+from oslo_db import api as oslo_db_api
+from oslo_db import exception as db_exc
+from oslo_db.sqlalchemy import exc_filters
+from oslo_log import log as logging
+from oslo_serialization import jsonutils
+from oslo_utils import timeutils
+from oslo_utils import uuidutils
+import sqlalchemy as sa
+from sqlalchemy.dialects import mysql
+from sqlalchemy.dialects import postgresql
+from sqlalchemy import event as sa_event
+from sqlalchemy import orm
+from sqlalchemy import pool as sa_pool
+
+from nova_lease import conf as lease_conf
+from nova_lease.db import models
+from nova_lease import exception
+
+LOG = logging.getLogger(__name__)
+
+LEASES = models.LEASES
+RESERVATIONS = models.RESERVATIONS
+EVENTS = models.EVENTS
+ALLOCATIONS = models.ALLOCATIONS
+HOSTS = models.HOSTS
+HOST_CAPABILITIES = models.HOST_CAPABILITIES
+LOCKS = models.LOCKS
+
+# Events due at the same time run in this order: a lease that ends at T
+# frees its resources before a lease that starts at T takes them, and the
+# before-end action runs before the end. Unknown types run last.
+EVENT_TYPE_ORDER = {
+    'before_end_lease': 0,
+    'end_lease': 1,
+    'start_lease': 2,
+}
+
+# Seconds an SQLite writer waits for the write lock before giving up with
+# DBDeadlock.
+SQLITE_BUSY_TIMEOUT = 30
+
+_WRITER = 'nova_lease_writer'
+_SQLITE_IMMEDIATE = 'nova_lease_sqlite_immediate'
+
+
+# -- exceptions -------------------------------------------------------------
+
+class LeaseNotFound(exception.NotFound):
+    msg_fmt = 'Lease %(lease_id)s could not be found.'
+
+
+class ReservationNotFound(exception.NotFound):
+    msg_fmt = 'Reservation %(reservation_id)s could not be found.'
+
+
+class EventNotFound(exception.NotFound):
+    msg_fmt = 'Event %(event_id)s could not be found.'
+
+
+class AllocationNotFound(exception.NotFound):
+    msg_fmt = 'Allocation %(allocation_id)s could not be found.'
+
+
+class HostNotFound(exception.NotFound):
+    msg_fmt = 'Host %(host)s could not be found.'
+
+
+class StatusConflict(exception.Conflict):
+    """A compare-and-set update found the row in another state.
+
+    Attributes: ``kind`` ('lease', 'reservation' or 'event'), ``id``,
+    ``actual`` (the row's current status), ``expected`` (the list of
+    expected statuses, or None) and ``conditions`` (the ``expected`` dict
+    of other columns, or None).
+    """
+
+    msg_fmt = ('%(kind)s %(id)s is %(actual)s, expected %(expected)s '
+               '(it was changed concurrently).')
+
+    def __init__(self, kind, id, actual, expected, conditions=None):
+        self.kind = kind
+        self.id = id
+        self.actual = actual
+        self.expected = expected
+        self.conditions = conditions
+        wanted = ' and '.join(
+            str(w) for w in (expected, conditions) if w is not None)
+        super().__init__(kind=kind.capitalize(), id=id, actual=actual,
+                         expected=wanted)
+
+
+class LeaseExists(exception.Conflict):
+    msg_fmt = 'Lease %(lease_id)s already exists.'
+
+
+class ReservationExists(exception.Conflict):
+    msg_fmt = 'Reservation %(reservation_id)s already exists.'
+
+
+class EventExists(exception.Conflict):
+    msg_fmt = 'Event %(event_id)s already exists.'
+
+
+class HostExists(exception.Conflict):
+    msg_fmt = 'Host %(host)s already exists.'
+
+
+class InvalidField(exception.Invalid):
+    msg_fmt = 'Invalid %(kind)s field(s): %(fields)s.'
+
+
+class TransactionError(exception.NovaLeaseException):
+    msg_fmt = '%(reason)s'
+
+
+# -- engine, sessions -------------------------------------------------------
+
+# NOTE: the engine is built with plain SQLAlchemy rather than
+# oslo_db.sqlalchemy.engines.create_engine because oslo.db's SQLite setup
+# emits its own plain BEGIN on every transaction and uses a NullPool, and
+# we need BEGIN IMMEDIATE for writers (so that concurrent SQLite writers
+# queue on the write lock instead of failing to upgrade a read lock) and
+# WAL. We still register oslo.db's exception filters, so callers see the
+# same DBDuplicateEntry / DBReferenceError / DBDeadlock / DBConnectionError
+# as with oslo.db, and we apply the care oslo.db takes: pre-ping and
+# recycling of pooled connections, a strict sql_mode and utf8mb4 on MySQL.
+def _create_engine(url):
+    backend = url.get_backend_name()
+    kwargs = {}
+    memory = False
+    if backend == 'sqlite':
+        memory = url.database in (None, '', ':memory:')
+        kwargs['connect_args'] = {'check_same_thread': False,
+                                  'timeout': SQLITE_BUSY_TIMEOUT}
+        if memory:
+            # One connection shared by every thread; Database serialises
+            # its use with a lock.
+            kwargs['poolclass'] = sa_pool.StaticPool
+        else:
+            kwargs.update(poolclass=sa_pool.QueuePool, pool_size=5,
+                          max_overflow=50)
+            directory = os.path.dirname(os.path.abspath(url.database))
+            os.makedirs(directory, exist_ok=True)
+    else:
+        # READ COMMITTED (PostgreSQL's default; MySQL's is REPEATABLE
+        # READ): a statement that follows lock_hosts() sees what the
+        # previous lock holder committed, and InnoDB takes no gap locks.
+        # (MySQL then needs binlog_format ROW or MIXED, the defaults.)
+        kwargs.update(pool_pre_ping=True, pool_recycle=3600, pool_size=5,
+                      max_overflow=50, isolation_level='READ COMMITTED')
+        if backend == 'mysql' and 'charset' not in url.query:
+            kwargs['connect_args'] = {'charset': 'utf8mb4'}
+    engine = sa.create_engine(url, **kwargs)
+    if backend == 'sqlite':
+        _setup_sqlite(engine, memory)
+    elif backend == 'mysql':
+        sa_event.listen(engine, 'connect', _mysql_on_connect)
+    exc_filters.register_engine(engine)
+    return engine, memory
+
+
+def _mysql_on_connect(dbapi_con, connection_record):
+    cursor = dbapi_con.cursor()
+    cursor.execute("SET SESSION sql_mode = 'TRADITIONAL'")
+    cursor.close()
+
+
+def _setup_sqlite(engine, memory):
+    @sa_event.listens_for(engine, 'connect')
+    def _on_connect(dbapi_con, connection_record):
+        # We emit BEGIN ourselves (see _on_begin): the sqlite3 module's own
+        # transaction handling would start a deferred transaction.
+        dbapi_con.isolation_level = None
+        cursor = dbapi_con.cursor()
+        cursor.execute('PRAGMA foreign_keys = ON')
+        cursor.execute('PRAGMA busy_timeout = %d'
+                       % (SQLITE_BUSY_TIMEOUT * 1000))
+        if not memory:
+            # Readers do not block the writer, nor the writer readers.
+            cursor.execute('PRAGMA journal_mode = WAL')
+            cursor.execute('PRAGMA synchronous = NORMAL')
+        cursor.close()
+
+    @sa_event.listens_for(engine, 'begin')
+    def _on_begin(conn):
+        if conn.get_execution_options().get(_SQLITE_IMMEDIATE):
+            conn.exec_driver_sql('BEGIN IMMEDIATE')
+        else:
+            conn.exec_driver_sql('BEGIN')
+
+    # Registered before oslo.db's filters so that it runs first: a writer
+    # that waited SQLITE_BUSY_TIMEOUT for the lock gets a retryable error.
+    @sa_event.listens_for(engine, 'handle_error')
+    def _on_error(context):
+        error = context.original_exception
+        if 'database is locked' in str(error):
+            raise db_exc.DBDeadlock(context.sqlalchemy_exception or error)
+
+
+class Database(object):
+    """A side database: an engine and its reader/writer transactions.
+
+    Thread-safe: every reader()/writer() gets its own Session and
+    connection. On SQLite, writers take the write lock up front (BEGIN
+    IMMEDIATE) so that concurrent writers queue instead of deadlocking;
+    an in-memory database ('sqlite://') shares one connection, so all of
+    its transactions are serialised.
+    """
+
+    def __init__(self, url):
+        self.url = sa.engine.make_url(url)
+        self.backend = self.url.get_backend_name()
+        self.engine, memory = _create_engine(self.url)
+        self._serial = threading.RLock() if memory else None
+        self._sessionmaker = orm.sessionmaker(
+            bind=self.engine, expire_on_commit=False, autoflush=False)
+
+    def __repr__(self):
+        return '<Database %s>' % self.url.render_as_string(
+            hide_password=True)
+
+    @contextlib.contextmanager
+    def _serialised(self):
+        if self._serial is None:
+            yield
+        else:
+            with self._serial:
+                yield
+
+    @contextlib.contextmanager
+    def _transaction(self, writer):
+        with self._serialised(), self._sessionmaker() as session:
+            session.info[_WRITER] = writer
+            with session.begin():
+                if writer and self.backend == 'sqlite':
+                    session.connection(
+                        execution_options={_SQLITE_IMMEDIATE: True})
+                yield session
+
+    def reader(self):
+        """Context manager: a Session in a read transaction."""
+        return self._transaction(False)
+
+    def writer(self):
+        """Context manager: a Session in a write transaction.
+
+        It commits when the block ends and rolls back on an exception.
+        There are no automatic retries: see :func:`retry_on_deadlock`.
+        Do not open another transaction on the same database from the
+        same thread while this one is open: pass the session instead.
+        """
+        return self._transaction(True)
+
+    @contextlib.contextmanager
+    def connection(self, writer=True):
+        """Context manager: a Core Connection in a transaction.
+
+        For DDL and migrations; like writer() on SQLite when writer is
+        true (the write lock is taken up front).
+        """
+        with self._serialised(), self.engine.connect() as conn:
+            if writer and self.backend == 'sqlite':
+                conn.execution_options(**{_SQLITE_IMMEDIATE: True})
+            with conn.begin():
+                yield conn
+
+    def dispose(self):
+        self.engine.dispose()
+
+
+_DATABASES = {}
+_DATABASES_LOCK = threading.Lock()
+
+
+def get_database(conf):
+    """The process-wide Database for conf's [nova_lease] connection.
+
+    The nova_lease options must be registered on conf. One Database (and
+    pool) per URL; thread-safe.
+    """
+    url = lease_conf.connection_url(conf)
+    with _DATABASES_LOCK:
+        db = _DATABASES.get(url)
+        if db is None:
+            db = _DATABASES[url] = Database(url)
+        return db
+
+
+def reset_databases():
+    """Forget (and dispose of) every cached Database. For tests."""
+    with _DATABASES_LOCK:
+        databases = list(_DATABASES.values())
+        _DATABASES.clear()
+    for db in databases:
+        db.dispose()
+
+
+def _after_fork_in_child():
+    # Pooled connections must not be shared with a forked child.
+    for db in list(_DATABASES.values()):
+        db.engine.dispose(close=False)
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+# Decorator for a function that opens its own transaction(s) (it takes a
+# Database, not a Session): retried with back-off and jitter on DBDeadlock
+# (and, on SQLite, on a lock wait that timed out).
+retry_on_deadlock = oslo_db_api.wrap_db_retry(
+    max_retries=5, retry_interval=0.1, inc_retry_interval=True,
+    max_retry_interval=2, retry_on_deadlock=True, jitter=True)
+
+
+@contextlib.contextmanager
+def _reading(db):
+    if isinstance(db, orm.Session):
+        yield db
+    else:
+        with db.reader() as session:
+            yield session
+
+
+@contextlib.contextmanager
+def _writing(db):
+    if isinstance(db, orm.Session):
+        _require_writer(db)
+        yield db
+    else:
+        with db.writer() as session:
+            yield session
+
+
+def _require_writer(session):
+    if not session.info.get(_WRITER):
+        raise TransactionError(
+            reason='this operation needs a Database.writer() session')
+
+
+# -- helpers ----------------------------------------------------------------
+
+def _as_list(value):
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return [value]
+    return list(value)
+
+
+def _naive_utc(value):
+    if isinstance(value, datetime.datetime) and value.tzinfo is not None:
+        return timeutils.normalize_time(value)
+    return value
+
+
+def _clean(table, kind, values, read_only=('id',)):
+    """Check values' keys against table's columns; normalise datetimes."""
+    values = dict(values)
+    unknown = sorted(k for k in values
+                     if k not in table.c or k in read_only)
+    if unknown:
+        raise InvalidField(kind=kind, fields=', '.join(unknown))
+    return {k: _naive_utc(v) for k, v in values.items()}
+
+
+def _new_row(table, kind, values):
+    """A row to insert in a uuid-keyed table: an id is generated if none."""
+    values = dict(values)
+    row_id = values.pop('id', None)
+    row = _clean(table, kind, values)
+    row['id'] = row_id or uuidutils.generate_uuid()
+    return row
+
+
+def _insert_many(session, table, rows):
+    # executemany needs one key set per statement.
+    groups = {}
+    for row in rows:
+        groups.setdefault(frozenset(row), []).append(row)
+    for group in groups.values():
+        session.execute(sa.insert(table), group)
+
+
+def _compare_and_set(session, table, kind, row_id, values, expected_status,
+                     expected, not_found):
+    values = _clean(table, kind, values)
+    if not values:
+        values = {'updated_at': timeutils.utcnow()}
+    stmt = sa.update(table).where(table.c.id == row_id).values(**values)
+    statuses = _as_list(expected_status)
+    if statuses is not None:
+        stmt = stmt.where(table.c.status.in_(statuses))
+    for key, value in _clean(table, kind, expected or {}, ()).items():
+        column = table.c[key]
+        stmt = stmt.where(column.is_(None) if value is None
+                          else column == value)
+    if session.execute(stmt).rowcount == 1:
+        return
+    actual = session.execute(
+        sa.select(table.c.status).where(table.c.id == row_id)).first()
+    if actual is None:
+        raise not_found
+    raise StatusConflict(kind, row_id, actual.status, statuses,
+                         dict(expected) if expected else None)
+
+
+def _dicts(result):
+    return [dict(row) for row in result.mappings()]
+
+
+def _reservation_dict(row):
+    reservation = dict(row)
+    reservation['properties'] = (jsonutils.loads(reservation['properties'])
+                                 if reservation['properties'] else {})
+    return reservation
+
+
+def _event_order():
+    return sa.case(EVENT_TYPE_ORDER, value=EVENTS.c.event_type,
+                   else_=len(EVENT_TYPE_ORDER))
+
+
+# -- leases -----------------------------------------------------------------
+
+def _prepare_reservation(values, lease_id):
+    values = dict(values)
+    values['lease_id'] = lease_id
+    values['properties'] = jsonutils.dumps(values.get('properties') or {})
+    return _new_row(RESERVATIONS, 'reservation', values)
+
+
+def _prepare_allocation(values, reservation_id=None):
+    values = dict(values)
+    if reservation_id is not None:
+        values['reservation_id'] = reservation_id
+    return _clean(ALLOCATIONS, 'allocation', values)
+
+
+def lease_create(db, lease_values, reservations=(), events=(),
+                 allocations=()):
+    """Create a lease with its reservations, events and allocations.
+
+    All in one transaction. ``id`` fields are optional (uuids are
+    generated). ``lease_id`` of reservations and events is set here.
+    Allocations come either nested in their reservation, as a list under
+    the reservation's ``'allocations'`` key (their ``reservation_id`` is
+    set here), or in ``allocations``, each with the ``reservation_id`` of
+    one of these reservations (the caller then chooses reservation ids).
+
+    Returns the lease dict, as :func:`lease_get`.
+    """
+    lease = _new_row(LEASES, 'lease', lease_values)
+    lease_id = lease['id']
+    reservation_rows = []
+    allocation_rows = []
+    for values in reservations:
+        values = dict(values)
+        nested = values.pop('allocations', ())
+        row = _prepare_reservation(values, lease_id)
+        reservation_rows.append(row)
+        allocation_rows.extend(_prepare_allocation(a, row['id'])
+                               for a in nested)
+    reservation_ids = {row['id'] for row in reservation_rows}
+    for values in allocations:
+        row = _prepare_allocation(values)
+        if row.get('reservation_id') not in reservation_ids:
+            raise InvalidField(kind='allocation', fields='reservation_id')
+        allocation_rows.append(row)
+    event_rows = [_new_row(EVENTS, 'event', dict(e, lease_id=lease_id))
+                  for e in events]
+    with _writing(db) as session:
+        try:
+            session.execute(sa.insert(LEASES).values(**lease))
+        except db_exc.DBDuplicateEntry:
+            raise LeaseExists(lease_id=lease_id)
+        try:
+            _insert_many(session, RESERVATIONS, reservation_rows)
+        except db_exc.DBDuplicateEntry as e:
+            raise ReservationExists(reservation_id=e.value)
+        try:
+            _insert_many(session, EVENTS, event_rows)
+        except db_exc.DBDuplicateEntry as e:
+            raise EventExists(event_id=e.value)
+        _insert_many(session, ALLOCATIONS, allocation_rows)
+        return _lease_get(session, lease_id)
+
+
+def _lease_get(session, lease_id):
+    row = session.execute(
+        sa.select(LEASES).where(LEASES.c.id == lease_id)).mappings().first()
+    if row is None:
+        raise LeaseNotFound(lease_id=lease_id)
+    lease = dict(row)
+    lease['reservations'] = [_reservation_dict(r) for r in session.execute(
+        sa.select(RESERVATIONS).where(RESERVATIONS.c.lease_id == lease_id)
+        .order_by(RESERVATIONS.c.created_at, RESERVATIONS.c.id)).mappings()]
+    lease['events'] = _dicts(session.execute(
+        sa.select(EVENTS).where(EVENTS.c.lease_id == lease_id)
+        .order_by(EVENTS.c.time, _event_order(), EVENTS.c.id)))
+    return lease
+
+
+def lease_get(db, lease_id):
+    """The lease dict: its columns plus 'reservations' and 'events'.
+
+    Raises LeaseNotFound.
+    """
+    with _reading(db) as session:
+        return _lease_get(session, lease_id)
+
+
+def lease_list(db, project_id=None, statuses=None):
+    """Leases (dicts as lease_get), ordered by start_date, in 3 queries."""
+    ids = sa.select(LEASES.c.id)
+    if project_id is not None:
+        ids = ids.where(LEASES.c.project_id == project_id)
+    statuses = _as_list(statuses)
+    if statuses is not None:
+        ids = ids.where(LEASES.c.status.in_(statuses))
+    with _reading(db) as session:
+        leases = _dicts(session.execute(
+            sa.select(LEASES).where(LEASES.c.id.in_(ids))
+            .order_by(LEASES.c.start_date, LEASES.c.created_at,
+                      LEASES.c.id)))
+        by_id = {}
+        for lease in leases:
+            lease['reservations'] = []
+            lease['events'] = []
+            by_id[lease['id']] = lease
+        if not leases:
+            return leases
+        for row in session.execute(
+                sa.select(RESERVATIONS)
+                .where(RESERVATIONS.c.lease_id.in_(ids))
+                .order_by(RESERVATIONS.c.created_at,
+                          RESERVATIONS.c.id)).mappings():
+            lease = by_id.get(row['lease_id'])
+            if lease is not None:
+                lease['reservations'].append(_reservation_dict(row))
+        for row in session.execute(
+                sa.select(EVENTS).where(EVENTS.c.lease_id.in_(ids))
+                .order_by(EVENTS.c.time, _event_order(),
+                          EVENTS.c.id)).mappings():
+            lease = by_id.get(row['lease_id'])
+            if lease is not None:
+                lease['events'].append(dict(row))
+        return leases
+
+
+def lease_update(db, lease_id, values, expected_status=None, expected=None):
+    """Update a lease's columns and return the lease dict (as lease_get).
+
+    With ``expected_status`` (a status or a list of statuses) the update
+    happens only if the lease is in one of them; ``expected`` (a dict of
+    column: value) adds more such conditions. Otherwise raises
+    StatusConflict. Raises LeaseNotFound.
+    """
+    with _writing(db) as session:
+        _compare_and_set(session, LEASES, 'lease', lease_id, values,
+                         expected_status, expected,
+                         LeaseNotFound(lease_id=lease_id))
+        return _lease_get(session, lease_id)
+
+
+def lease_destroy(db, lease_id):
+    """Delete a lease and (cascade) its reservations, events, allocations.
+
+    Raises LeaseNotFound.
+    """
+    with _writing(db) as session:
+        result = session.execute(
+            sa.delete(LEASES).where(LEASES.c.id == lease_id))
+        if result.rowcount != 1:
+            raise LeaseNotFound(lease_id=lease_id)
+
+
+# -- reservations -----------------------------------------------------------
+
+def reservation_create(db, values):
+    """Create a reservation of lease values['lease_id'].
+
+    values may carry 'allocations' (a list, as in lease_create). Returns
+    the reservation dict. Raises LeaseNotFound.
+    """
+    values = dict(values)
+    nested = values.pop('allocations', ())
+    lease_id = values.get('lease_id')
+    if lease_id is None:
+        raise InvalidField(kind='reservation', fields='lease_id (missing)')
+    row = _prepare_reservation(values, lease_id)
+    allocation_rows = [_prepare_allocation(a, row['id']) for a in nested]
+    with _writing(db) as session:
+        try:
+            session.execute(sa.insert(RESERVATIONS).values(**row))
+        except db_exc.DBReferenceError:
+            raise LeaseNotFound(lease_id=lease_id)
+        except db_exc.DBDuplicateEntry:
+            raise ReservationExists(reservation_id=row['id'])
+        _insert_many(session, ALLOCATIONS, allocation_rows)
+        return _reservation_get(session, row['id'])
+
+
+def _reservation_get(session, reservation_id):
+    row = session.execute(
+        sa.select(RESERVATIONS).where(RESERVATIONS.c.id == reservation_id)
+    ).mappings().first()
+    if row is None:
+        raise ReservationNotFound(reservation_id=reservation_id)
+    return _reservation_dict(row)
+
+
+def reservation_get(db, reservation_id):
+    """The reservation dict ('properties' decoded). ReservationNotFound."""
+    with _reading(db) as session:
+        return _reservation_get(session, reservation_id)
+
+
+def reservation_list(db, lease_id=None, resource_id=None,
+                     resource_type=None, statuses=None):
+    """Reservation dicts matching every given filter."""
+    stmt = sa.select(RESERVATIONS)
+    if lease_id is not None:
+        stmt = stmt.where(RESERVATIONS.c.lease_id == lease_id)
+    if resource_id is not None:
+        stmt = stmt.where(RESERVATIONS.c.resource_id == resource_id)
+    if resource_type is not None:
+        stmt = stmt.where(RESERVATIONS.c.resource_type == resource_type)
+    statuses = _as_list(statuses)
+    if statuses is not None:
+        stmt = stmt.where(RESERVATIONS.c.status.in_(statuses))
+    stmt = stmt.order_by(RESERVATIONS.c.created_at, RESERVATIONS.c.id)
+    with _reading(db) as session:
+        return [_reservation_dict(r)
+                for r in session.execute(stmt).mappings()]
+
+
+def reservation_update(db, reservation_id, values, expected_status=None,
+                       expected=None):
+    """Update a reservation (compare-and-set as lease_update).
+
+    'properties', if given, replaces the whole dict. Returns the
+    reservation dict. Raises ReservationNotFound or StatusConflict.
+    """
+    values = dict(values)
+    if 'properties' in values:
+        values['properties'] = jsonutils.dumps(values['properties'] or {})
+    with _writing(db) as session:
+        _compare_and_set(session, RESERVATIONS, 'reservation',
+                         reservation_id, values, expected_status, expected,
+                         ReservationNotFound(reservation_id=reservation_id))
+        return _reservation_get(session, reservation_id)
+
+
+def reservation_destroy(db, reservation_id):
+    """Delete a reservation and its allocations. ReservationNotFound."""
+    with _writing(db) as session:
+        result = session.execute(sa.delete(RESERVATIONS).where(
+            RESERVATIONS.c.id == reservation_id))
+        if result.rowcount != 1:
+            raise ReservationNotFound(reservation_id=reservation_id)
+
+
+# -- events -----------------------------------------------------------------
+
+def event_create(db, values):
+    """Create an event of lease values['lease_id']; return its dict."""
+    row = _new_row(EVENTS, 'event', values)
+    if row.get('lease_id') is None:
+        raise InvalidField(kind='event', fields='lease_id (missing)')
+    with _writing(db) as session:
+        try:
+            session.execute(sa.insert(EVENTS).values(**row))
+        except db_exc.DBReferenceError:
+            raise LeaseNotFound(lease_id=row['lease_id'])
+        except db_exc.DBDuplicateEntry:
+            raise EventExists(event_id=row['id'])
+        return _event_get(session, row['id'])
+
+
+def _event_get(session, event_id):
+    row = session.execute(
+        sa.select(EVENTS).where(EVENTS.c.id == event_id)).mappings().first()
+    if row is None:
+        raise EventNotFound(event_id=event_id)
+    return dict(row)
+
+
+def event_get(db, event_id):
+    """The event dict. Raises EventNotFound."""
+    with _reading(db) as session:
+        return _event_get(session, event_id)
+
+
+def event_list(db, lease_id=None, statuses=None, due_before=None,
+               claimed_before=None, limit=None, skip_locked=False):
+    """Event dicts, ordered by time, then EVENT_TYPE_ORDER, then id.
+
+    due_before: only events whose time, and next_attempt_at when set, are
+    at or before it. claimed_before: only events claimed at or before it
+    (to find claims abandoned by a dead engine). limit: at most that many.
+    skip_locked (db must be a Database.writer() session): lock the rows
+    returned until the transaction ends and skip the rows that other
+    transactions hold (SELECT ... FOR UPDATE SKIP LOCKED), so that
+    engines claiming due events concurrently do not collide. On SQLite
+    the writer already excludes every other writer.
+    """
+    where = []
+    if lease_id is not None:
+        where.append(EVENTS.c.lease_id == lease_id)
+    statuses = _as_list(statuses)
+    if statuses is not None:
+        where.append(EVENTS.c.status.in_(statuses))
+    if due_before is not None:
+        due_before = _naive_utc(due_before)
+        where.append(EVENTS.c.time <= due_before)
+        where.append(sa.or_(EVENTS.c.next_attempt_at.is_(None),
+                            EVENTS.c.next_attempt_at <= due_before))
+    if claimed_before is not None:
+        where.append(EVENTS.c.claimed_at <= _naive_utc(claimed_before))
+    order = (EVENTS.c.time, _event_order(), EVENTS.c.id)
+    stmt = sa.select(EVENTS).where(*where).order_by(*order)
+    if limit is not None:
+        stmt = stmt.limit(limit)
+    if not skip_locked:
+        with _reading(db) as session:
+            return _dicts(session.execute(stmt))
+    if not isinstance(db, orm.Session):
+        raise TransactionError(
+            reason='skip_locked needs a Database.writer() session')
+    _require_writer(db)
+    backend = db.get_bind().dialect.name
+    if backend == 'mysql':
+        # InnoDB locks every row the sort reads, not only those under the
+        # LIMIT: pick the candidates first, then lock them by primary key
+        # (checking the conditions again on the latest committed rows).
+        ids = list(db.execute(
+            stmt.with_only_columns(EVENTS.c.id)).scalars())
+        if not ids:
+            return []
+        stmt = (sa.select(EVENTS).where(EVENTS.c.id.in_(ids), *where)
+                .order_by(*order).with_for_update(skip_locked=True))
+    elif backend != 'sqlite':
+        stmt = stmt.with_for_update(skip_locked=True)
+    return _dicts(db.execute(stmt))
+
+
+def event_next_time(db, statuses=('UNDONE',)):
+    """The earliest time an event in statuses becomes due, or None.
+
+    That is the smallest next_attempt_at, or time when next_attempt_at is
+    not set (a retry is never scheduled before the event's time).
+    """
+    stmt = sa.select(sa.func.min(
+        sa.func.coalesce(EVENTS.c.next_attempt_at, EVENTS.c.time)))
+    statuses = _as_list(statuses)
+    if statuses is not None:
+        stmt = stmt.where(EVENTS.c.status.in_(statuses))
+    with _reading(db) as session:
+        return session.execute(stmt).scalar()
+
+
+def event_update(db, event_id, values, expected_status=None, expected=None):
+    """Update an event (compare-and-set as lease_update); its dict.
+
+    Claiming a due event: ``event_update(db, id, {'status': 'IN_PROGRESS',
+    'claimed_by': me, 'claimed_at': now}, expected_status='UNDONE')``;
+    reclaiming an abandoned one also passes ``expected={'claimed_by':
+    old, 'claimed_at': old_at}``. Raises EventNotFound or StatusConflict.
+    """
+    with _writing(db) as session:
+        _compare_and_set(session, EVENTS, 'event', event_id, values,
+                         expected_status, expected,
+                         EventNotFound(event_id=event_id))
+        return _event_get(session, event_id)
+
+
+def event_destroy(db, event_id):
+    """Delete an event. Raises EventNotFound."""
+    with _writing(db) as session:
+        result = session.execute(
+            sa.delete(EVENTS).where(EVENTS.c.id == event_id))
+        if result.rowcount != 1:
+            raise EventNotFound(event_id=event_id)
+
+
+# -- allocations ------------------------------------------------------------
+
+def allocation_create(db, values):
+    """Create an allocation (values['reservation_id'] required); its dict.
+
+    Raises ReservationNotFound.
+    """
+    row = _prepare_allocation(values)
+    if row.get('reservation_id') is None:
+        raise InvalidField(kind='allocation',
+                           fields='reservation_id (missing)')
+    with _writing(db) as session:
+        try:
+            result = session.execute(sa.insert(ALLOCATIONS).values(**row))
+        except db_exc.DBReferenceError:
+            raise ReservationNotFound(
+                reservation_id=row.get('reservation_id'))
+        return _allocation_get(session, result.inserted_primary_key[0])
+
+
+def _allocation_get(session, allocation_id):
+    row = session.execute(sa.select(ALLOCATIONS).where(
+        ALLOCATIONS.c.id == allocation_id)).mappings().first()
+    if row is None:
+        raise AllocationNotFound(allocation_id=allocation_id)
+    return dict(row)
+
+
+def allocation_list(db, hosts=None, start=None, end=None,
+                    reservation_id=None, lease_id=None):
+    """Allocation dicts overlapping [start, end), ordered by host, start.
+
+    An allocation [s, e) overlaps when s < end and e > start; a missing
+    bound is unbounded. hosts: a list of hypervisor hostnames.
+    """
+    stmt = sa.select(ALLOCATIONS)
+    hosts = _as_list(hosts)
+    if hosts is not None:
+        stmt = stmt.where(ALLOCATIONS.c.host.in_(hosts))
+    if end is not None:
+        stmt = stmt.where(ALLOCATIONS.c.start_date < _naive_utc(end))
+    if start is not None:
+        stmt = stmt.where(ALLOCATIONS.c.end_date > _naive_utc(start))
+    if reservation_id is not None:
+        stmt = stmt.where(ALLOCATIONS.c.reservation_id == reservation_id)
+    if lease_id is not None:
+        stmt = stmt.where(ALLOCATIONS.c.reservation_id.in_(
+            sa.select(RESERVATIONS.c.id)
+            .where(RESERVATIONS.c.lease_id == lease_id)))
+    stmt = stmt.order_by(ALLOCATIONS.c.host, ALLOCATIONS.c.start_date,
+                         ALLOCATIONS.c.id)
+    with _reading(db) as session:
+        return _dicts(session.execute(stmt))
+
+
+def allocation_update(db, allocation_id, values):
+    """Update an allocation; its dict. Raises AllocationNotFound."""
+    values = _clean(ALLOCATIONS, 'allocation', values)
+    with _writing(db) as session:
+        if values:
+            result = session.execute(sa.update(ALLOCATIONS).where(
+                ALLOCATIONS.c.id == allocation_id).values(**values))
+            if result.rowcount != 1:
+                raise AllocationNotFound(allocation_id=allocation_id)
+        return _allocation_get(session, allocation_id)
+
+
+def allocation_destroy(db, allocation_id):
+    """Delete an allocation. Raises AllocationNotFound."""
+    with _writing(db) as session:
+        result = session.execute(sa.delete(ALLOCATIONS).where(
+            ALLOCATIONS.c.id == allocation_id))
+        if result.rowcount != 1:
+            raise AllocationNotFound(allocation_id=allocation_id)
+
+
+def allocation_destroy_by_reservation(db, reservation_id):
+    """Delete every allocation of a reservation; return how many."""
+    with _writing(db) as session:
+        return session.execute(sa.delete(ALLOCATIONS).where(
+            ALLOCATIONS.c.reservation_id == reservation_id)).rowcount
+
+
+# -- hosts ------------------------------------------------------------------
+
+def _host_id(host_id):
+    try:
+        return int(host_id)
+    except (TypeError, ValueError):
+        raise HostNotFound(host=host_id)
+
+
+def _with_capabilities(session, hosts):
+    by_id = {}
+    for host in hosts:
+        host['capabilities'] = {}
+        by_id[host['id']] = host
+    if not hosts:
+        return hosts
+    stmt = sa.select(HOST_CAPABILITIES).where(
+        HOST_CAPABILITIES.c.host_id.in_(list(by_id))).order_by(
+            HOST_CAPABILITIES.c.capability_name)
+    for row in session.execute(stmt):
+        host = by_id.get(row.host_id)
+        if host is not None:
+            host['capabilities'][row.capability_name] = row.capability_value
+    return hosts
+
+
+def _capability_value(value):
+    return value if isinstance(value, str) else str(value)
+
+
+def _set_capabilities(session, host_id, capabilities):
+    """Set (or, with a None value, delete) the given capabilities."""
+    if not capabilities:
+        return
+    existing = set(session.execute(
+        sa.select(HOST_CAPABILITIES.c.capability_name)
+        .where(HOST_CAPABILITIES.c.host_id == host_id)).scalars())
+    deleted = [name for name, value in capabilities.items()
+               if value is None]
+    if deleted:
+        session.execute(sa.delete(HOST_CAPABILITIES).where(
+            HOST_CAPABILITIES.c.host_id == host_id,
+            HOST_CAPABILITIES.c.capability_name.in_(deleted)))
+    new = []
+    for name, value in sorted(capabilities.items()):
+        if value is None:
+            continue
+        if name in existing:
+            session.execute(sa.update(HOST_CAPABILITIES).where(
+                HOST_CAPABILITIES.c.host_id == host_id,
+                HOST_CAPABILITIES.c.capability_name == name).values(
+                    capability_value=_capability_value(value)))
+        else:
+            new.append({'host_id': host_id, 'capability_name': name,
+                        'capability_value': _capability_value(value)})
+    if new:
+        session.execute(sa.insert(HOST_CAPABILITIES), new)
+
+
+def _host_get(session, where, host):
+    row = session.execute(sa.select(HOSTS).where(where)).mappings().first()
+    if row is None:
+        raise HostNotFound(host=host)
+    return _with_capabilities(session, [dict(row)])[0]
+
+
+def host_create(db, values):
+    """Create a host; values may carry 'capabilities' {name: value}.
+
+    Capability values are stored as strings. Returns the host dict (its
+    columns plus 'capabilities'). Raises HostExists.
+    """
+    values = dict(values)
+    capabilities = values.pop('capabilities', None) or {}
+    row = _clean(HOSTS, 'host', values)
+    with _writing(db) as session:
+        try:
+            result = session.execute(sa.insert(HOSTS).values(**row))
+        except db_exc.DBDuplicateEntry:
+            raise HostExists(host=row.get('hypervisor_hostname'))
+        host_id = result.inserted_primary_key[0]
+        _set_capabilities(session, host_id, capabilities)
+        return _host_get(session, HOSTS.c.id == host_id, host_id)
+
+
+def host_get(db, host_id):
+    """The host dict with 'capabilities'. Raises HostNotFound."""
+    host_id = _host_id(host_id)
+    with _reading(db) as session:
+        return _host_get(session, HOSTS.c.id == host_id, host_id)
+
+
+def host_get_by_hostname(db, hypervisor_hostname):
+    """The host dict with 'capabilities'. Raises HostNotFound."""
+    with _reading(db) as session:
+        return _host_get(
+            session, HOSTS.c.hypervisor_hostname == hypervisor_hostname,
+            hypervisor_hostname)
+
+
+def host_list(db, hostnames=None, reservable=None):
+    """Host dicts with 'capabilities', ordered by hypervisor_hostname."""
+    stmt = sa.select(HOSTS)
+    hostnames = _as_list(hostnames)
+    if hostnames is not None:
+        stmt = stmt.where(HOSTS.c.hypervisor_hostname.in_(hostnames))
+    if reservable is not None:
+        stmt = stmt.where(HOSTS.c.reservable == bool(reservable))
+    stmt = stmt.order_by(HOSTS.c.hypervisor_hostname)
+    with _reading(db) as session:
+        return _with_capabilities(session, _dicts(session.execute(stmt)))
+
+
+def host_update(db, host_id, values):
+    """Update a host; its dict. Raises HostNotFound or HostExists.
+
+    values may carry 'capabilities': the given names are set, a None
+    value deletes that capability, other capabilities are kept.
+    """
+    host_id = _host_id(host_id)
+    values = dict(values)
+    capabilities = values.pop('capabilities', None) or {}
+    values = _clean(HOSTS, 'host', values)
+    values['updated_at'] = timeutils.utcnow()
+    with _writing(db) as session:
+        try:
+            result = session.execute(sa.update(HOSTS).where(
+                HOSTS.c.id == host_id).values(**values))
+        except db_exc.DBDuplicateEntry:
+            raise HostExists(host=values.get('hypervisor_hostname'))
+        if result.rowcount != 1:
+            raise HostNotFound(host=host_id)
+        _set_capabilities(session, host_id, capabilities)
+        return _host_get(session, HOSTS.c.id == host_id, host_id)
+
+
+def host_destroy(db, host_id):
+    """Delete a host and its capabilities. Raises HostNotFound."""
+    host_id = _host_id(host_id)
+    with _writing(db) as session:
+        result = session.execute(
+            sa.delete(HOSTS).where(HOSTS.c.id == host_id))
+        if result.rowcount != 1:
+            raise HostNotFound(host=host_id)
+
+
+# -- locks ------------------------------------------------------------------
+
+def lock(session, names):
+    """Take exclusive named locks until session's transaction ends.
+
+    session must come from Database.writer(). Two writers that lock a
+    common name run one after the other; locks are taken in sorted order.
+    MySQL/PostgreSQL: rows of the ``locks`` table, locked with SELECT ...
+    FOR UPDATE, or created on first use by an upsert that locks the row
+    it inserts or finds (DBDeadlock is still possible in corner cases:
+    use retry_on_deadlock). SQLite: nothing to do, since the writer
+    already holds the database's write lock (BEGIN IMMEDIATE).
+    Take locks first in the transaction, before reading what they guard.
+    """
+    _require_writer(session)
+    names = sorted(set(names))
+    backend = session.get_bind().dialect.name
+    if not names or backend == 'sqlite':
+        return
+    found = set(session.execute(
+        sa.select(LOCKS.c.name).where(LOCKS.c.name.in_(names))
+        .order_by(LOCKS.c.name).with_for_update()).scalars())
+    missing = [{'name': name} for name in names if name not in found]
+    if not missing:
+        return
+    # An INSERT IGNORE / ON CONFLICT DO NOTHING would take a shared lock
+    # on a row inserted concurrently, and two such writers upgrading to
+    # exclusive would deadlock; an upsert takes the exclusive lock at once.
+    if backend == 'postgresql':
+        stmt = postgresql.insert(LOCKS)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=[LOCKS.c.name], set_={'name': stmt.excluded.name})
+    elif backend == 'mysql':
+        stmt = mysql.insert(LOCKS)
+        stmt = stmt.on_duplicate_key_update(name=stmt.inserted.name)
+    else:
+        stmt = sa.insert(LOCKS)
+    for row in missing:
+        session.execute(stmt, row)
+
+
+def lock_hosts(session, hostnames):
+    """lock() the names 'host:<hypervisor hostname>' (see lock())."""
+    lock(session, ['host:%s' % name for name in hostnames])

@@ -1,0 +1,301 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""SQLAlchemy models of the nova_lease side database.
+
+Every constraint and index has an explicit name (``uniq_<table>0<col>``,
+``ix_<table>_<cols>``, ``fk_<table>_<col>``) so that migrations are stable
+on MySQL/MariaDB, PostgreSQL and SQLite. Datetimes are naive UTC; MySQL
+keeps their microseconds (DATETIME(6)). Strings have explicit lengths
+(MySQL needs them). Child rows go with their parent through ``ON DELETE
+CASCADE`` in the database (SQLite enforces it because every connection
+turns foreign keys on, see nova_lease.db.api).
+
+nova_lease.db.api runs SQL Core statements on ``Model.__table__``; the ORM
+classes exist for declarative clarity, autogenerate and tests.
+"""
+
+import datetime
+import typing
+
+from oslo_utils import timeutils
+import sqlalchemy as sa
+from sqlalchemy.dialects import mysql
+from sqlalchemy import orm
+
+# Naive UTC datetime with microseconds on every backend.
+DateTime = sa.DateTime().with_variant(mysql.DATETIME(fsp=6), 'mysql')
+
+UUID_LEN = 36
+NAME_LEN = 255
+STATUS_LEN = 32
+MYSQL_TABLE_ARGS = {'mysql_engine': 'InnoDB', 'mysql_charset': 'utf8mb4'}
+
+
+def _utcnow():
+    # NOTE: a function rather than timeutils.utcnow itself, so that tests
+    # that override the clock (timeutils.set_time_override) are honoured.
+    return timeutils.utcnow()
+
+
+class Base(orm.DeclarativeBase):
+    """Declarative base of every nova_lease model."""
+
+    metadata = sa.MetaData()
+
+    def to_dict(self):
+        return {c.key: getattr(self, c.key) for c in self.__table__.columns}
+
+
+class TimestampMixin:
+    created_at: orm.Mapped[datetime.datetime] = orm.mapped_column(
+        DateTime, nullable=False, default=_utcnow)
+    updated_at: orm.Mapped[typing.Optional[datetime.datetime]] = (
+        orm.mapped_column(DateTime, nullable=True, onupdate=_utcnow))
+
+
+class Lease(TimestampMixin, Base):
+    """A lease: a project's contract for resources over [start, end)."""
+
+    __tablename__ = 'leases'
+    __table_args__ = (
+        sa.Index('ix_leases_project_id', 'project_id'),
+        sa.Index('ix_leases_status', 'status'),
+        MYSQL_TABLE_ARGS,
+    )
+
+    id: orm.Mapped[str] = orm.mapped_column(
+        sa.String(UUID_LEN), primary_key=True)
+    name: orm.Mapped[str] = orm.mapped_column(
+        sa.String(NAME_LEN), nullable=False)
+    project_id: orm.Mapped[str] = orm.mapped_column(
+        sa.String(NAME_LEN), nullable=False)
+    user_id: orm.Mapped[typing.Optional[str]] = orm.mapped_column(
+        sa.String(NAME_LEN), nullable=True)
+    start_date: orm.Mapped[datetime.datetime] = orm.mapped_column(
+        DateTime, nullable=False)
+    end_date: orm.Mapped[datetime.datetime] = orm.mapped_column(
+        DateTime, nullable=False)
+    before_end_date: orm.Mapped[typing.Optional[datetime.datetime]] = (
+        orm.mapped_column(DateTime, nullable=True))
+    status: orm.Mapped[str] = orm.mapped_column(
+        sa.String(STATUS_LEN), nullable=False, default='PENDING')
+    status_reason: orm.Mapped[typing.Optional[str]] = orm.mapped_column(
+        sa.Text, nullable=True)
+    on_end: orm.Mapped[typing.Optional[str]] = orm.mapped_column(
+        sa.String(STATUS_LEN), nullable=True)
+    retries: orm.Mapped[typing.Optional[int]] = orm.mapped_column(
+        sa.Integer, nullable=True)
+
+    reservations: orm.Mapped[typing.List['Reservation']] = orm.relationship(
+        back_populates='lease', passive_deletes=True)
+    events: orm.Mapped[typing.List['Event']] = orm.relationship(
+        back_populates='lease', passive_deletes=True)
+
+
+class Reservation(TimestampMixin, Base):
+    """One resource of a lease: a VM, or a set of hosts."""
+
+    __tablename__ = 'reservations'
+    __table_args__ = (
+        sa.Index('ix_reservations_lease_id', 'lease_id'),
+        sa.Index('ix_reservations_resource_id', 'resource_id'),
+        MYSQL_TABLE_ARGS,
+    )
+
+    id: orm.Mapped[str] = orm.mapped_column(
+        sa.String(UUID_LEN), primary_key=True)
+    lease_id: orm.Mapped[str] = orm.mapped_column(
+        sa.String(UUID_LEN),
+        sa.ForeignKey('leases.id', name='fk_reservations_lease_id',
+                      ondelete='CASCADE'),
+        nullable=False)
+    # 'virtual:instance' or 'physical:host'
+    resource_type: orm.Mapped[str] = orm.mapped_column(
+        sa.String(66), nullable=False)
+    # The server uuid for virtual:instance; unused for physical:host.
+    resource_id: orm.Mapped[typing.Optional[str]] = orm.mapped_column(
+        sa.String(NAME_LEN), nullable=True)
+    status: orm.Mapped[str] = orm.mapped_column(
+        sa.String(STATUS_LEN), nullable=False, default='pending')
+    # JSON text: the request (flavor sizes, min/max, properties, ...).
+    properties: orm.Mapped[typing.Optional[str]] = orm.mapped_column(
+        sa.Text, nullable=True)
+    aggregate_id: orm.Mapped[typing.Optional[int]] = orm.mapped_column(
+        sa.Integer, nullable=True)
+
+    lease: orm.Mapped[Lease] = orm.relationship(back_populates='reservations')
+    allocations: orm.Mapped[typing.List['Allocation']] = orm.relationship(
+        back_populates='reservation', passive_deletes=True)
+
+
+class Event(TimestampMixin, Base):
+    """Something that happens to a lease at a time."""
+
+    __tablename__ = 'events'
+    __table_args__ = (
+        sa.Index('ix_events_status_time', 'status', 'time'),
+        sa.Index('ix_events_lease_id', 'lease_id'),
+        MYSQL_TABLE_ARGS,
+    )
+
+    id: orm.Mapped[str] = orm.mapped_column(
+        sa.String(UUID_LEN), primary_key=True)
+    lease_id: orm.Mapped[str] = orm.mapped_column(
+        sa.String(UUID_LEN),
+        sa.ForeignKey('leases.id', name='fk_events_lease_id',
+                      ondelete='CASCADE'),
+        nullable=False)
+    event_type: orm.Mapped[str] = orm.mapped_column(
+        sa.String(66), nullable=False)
+    time: orm.Mapped[datetime.datetime] = orm.mapped_column(
+        DateTime, nullable=False)
+    status: orm.Mapped[str] = orm.mapped_column(
+        sa.String(STATUS_LEN), nullable=False, default='UNDONE')
+    claimed_by: orm.Mapped[typing.Optional[str]] = orm.mapped_column(
+        sa.String(NAME_LEN), nullable=True)
+    claimed_at: orm.Mapped[typing.Optional[datetime.datetime]] = (
+        orm.mapped_column(DateTime, nullable=True))
+    attempts: orm.Mapped[int] = orm.mapped_column(
+        sa.Integer, nullable=False, default=0)
+    next_attempt_at: orm.Mapped[typing.Optional[datetime.datetime]] = (
+        orm.mapped_column(DateTime, nullable=True))
+    last_error: orm.Mapped[typing.Optional[str]] = orm.mapped_column(
+        sa.Text, nullable=True)
+
+    lease: orm.Mapped[Lease] = orm.relationship(back_populates='events')
+
+
+class Allocation(Base):
+    """Capacity a reservation holds on one host over [start, end).
+
+    end_date is stored as booked: for host reservations it includes the
+    cleaning time.
+    """
+
+    __tablename__ = 'allocations'
+    __table_args__ = (
+        sa.Index('ix_allocations_host_start_date_end_date',
+                 'host', 'start_date', 'end_date'),
+        sa.Index('ix_allocations_start_date_end_date',
+                 'start_date', 'end_date'),
+        sa.Index('ix_allocations_reservation_id', 'reservation_id'),
+        MYSQL_TABLE_ARGS,
+    )
+
+    id: orm.Mapped[int] = orm.mapped_column(
+        sa.Integer, primary_key=True, autoincrement=True)
+    reservation_id: orm.Mapped[str] = orm.mapped_column(
+        sa.String(UUID_LEN),
+        sa.ForeignKey('reservations.id', name='fk_allocations_reservation_id',
+                      ondelete='CASCADE'),
+        nullable=False)
+    # Hypervisor hostname.
+    host: orm.Mapped[str] = orm.mapped_column(
+        sa.String(NAME_LEN), nullable=False)
+    start_date: orm.Mapped[datetime.datetime] = orm.mapped_column(
+        DateTime, nullable=False)
+    end_date: orm.Mapped[datetime.datetime] = orm.mapped_column(
+        DateTime, nullable=False)
+    vcpus: orm.Mapped[int] = orm.mapped_column(
+        sa.Integer, nullable=False, default=0)
+    memory_mb: orm.Mapped[int] = orm.mapped_column(
+        sa.Integer, nullable=False, default=0)
+    disk_gb: orm.Mapped[int] = orm.mapped_column(
+        sa.Integer, nullable=False, default=0)
+    whole_host: orm.Mapped[bool] = orm.mapped_column(
+        sa.Boolean, nullable=False, default=False)
+
+    reservation: orm.Mapped[Reservation] = orm.relationship(
+        back_populates='allocations')
+
+
+class Host(TimestampMixin, Base):
+    """A reservable compute host (Blazar's "computehosts")."""
+
+    __tablename__ = 'hosts'
+    __table_args__ = (
+        sa.UniqueConstraint('hypervisor_hostname',
+                            name='uniq_hosts0hypervisor_hostname'),
+        MYSQL_TABLE_ARGS,
+    )
+
+    id: orm.Mapped[int] = orm.mapped_column(
+        sa.Integer, primary_key=True, autoincrement=True)
+    hypervisor_hostname: orm.Mapped[str] = orm.mapped_column(
+        sa.String(NAME_LEN), nullable=False)
+    service_host: orm.Mapped[typing.Optional[str]] = orm.mapped_column(
+        sa.String(NAME_LEN), nullable=True)
+    availability_zone: orm.Mapped[typing.Optional[str]] = orm.mapped_column(
+        sa.String(NAME_LEN), nullable=True)
+    vcpus: orm.Mapped[int] = orm.mapped_column(sa.Integer, nullable=False)
+    memory_mb: orm.Mapped[int] = orm.mapped_column(sa.Integer, nullable=False)
+    local_gb: orm.Mapped[int] = orm.mapped_column(sa.Integer, nullable=False)
+    cpu_info: orm.Mapped[typing.Optional[str]] = orm.mapped_column(
+        sa.Text, nullable=True)
+    hypervisor_type: orm.Mapped[typing.Optional[str]] = orm.mapped_column(
+        sa.String(NAME_LEN), nullable=True)
+    hypervisor_version: orm.Mapped[typing.Optional[int]] = orm.mapped_column(
+        sa.Integer, nullable=True)
+    reservable: orm.Mapped[bool] = orm.mapped_column(
+        sa.Boolean, nullable=False, default=True)
+
+    capabilities: orm.Mapped[typing.List['HostCapability']] = (
+        orm.relationship(back_populates='host', passive_deletes=True))
+
+
+class HostCapability(Base):
+    """One extra capability of a host (e.g. gpu=true)."""
+
+    __tablename__ = 'host_capabilities'
+    __table_args__ = (
+        sa.UniqueConstraint('host_id', 'capability_name',
+                            name='uniq_host_capabilities0host_id0'
+                                 'capability_name'),
+        MYSQL_TABLE_ARGS,
+    )
+
+    id: orm.Mapped[int] = orm.mapped_column(
+        sa.Integer, primary_key=True, autoincrement=True)
+    host_id: orm.Mapped[int] = orm.mapped_column(
+        sa.Integer,
+        sa.ForeignKey('hosts.id', name='fk_host_capabilities_host_id',
+                      ondelete='CASCADE'),
+        nullable=False)
+    capability_name: orm.Mapped[str] = orm.mapped_column(
+        sa.String(NAME_LEN), nullable=False)
+    capability_value: orm.Mapped[typing.Optional[str]] = orm.mapped_column(
+        sa.Text, nullable=True)
+
+    host: orm.Mapped[Host] = orm.relationship(back_populates='capabilities')
+
+
+class Lock(Base):
+    """A named row that writers lock (SELECT ... FOR UPDATE) to serialise.
+
+    Rows are created on demand by nova_lease.db.api.lock(); names look like
+    ``host:<hypervisor hostname>``.
+    """
+
+    __tablename__ = 'locks'
+    __table_args__ = (MYSQL_TABLE_ARGS,)
+
+    name: orm.Mapped[str] = orm.mapped_column(
+        sa.String(NAME_LEN), primary_key=True)
+
+
+LEASES = Lease.__table__
+RESERVATIONS = Reservation.__table__
+EVENTS = Event.__table__
+ALLOCATIONS = Allocation.__table__
+HOSTS = Host.__table__
+HOST_CAPABILITIES = HostCapability.__table__
+LOCKS = Lock.__table__

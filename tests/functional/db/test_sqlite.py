@@ -1,0 +1,166 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""SQLite specifics: threads, the write lock, WAL, in-memory databases."""
+
+import datetime
+import threading
+import time
+
+import fixtures
+from oslo_db import exception as db_exc
+
+from nova_lease.db import api
+from nova_lease.db import migration
+from tests.functional.db import base
+
+T0 = datetime.datetime(2030, 1, 1)
+
+
+def _lease(name='l'):
+    return {'name': name, 'project_id': 'p', 'start_date': T0,
+            'end_date': T0 + datetime.timedelta(hours=1)}
+
+
+def _in_thread(target):
+    result = {}
+
+    def _run():
+        try:
+            result['value'] = target()
+        except Exception as e:  # reported by the test
+            result['error'] = e
+
+    thread = threading.Thread(target=_run)
+    thread.start()
+    return thread, result
+
+
+class SQLiteTest(base.SQLiteTestCase):
+
+    HOLD = 0.4
+
+    def _hold_writer(self, db=None):
+        """A thread that writes a lease and holds the write lock HOLD s."""
+        locked = threading.Event()
+
+        def _write():
+            with (db or self.db).writer() as session:
+                api.lease_create(session, _lease('held'))
+                locked.set()
+                time.sleep(self.HOLD)
+                return time.monotonic()
+
+        thread, result = _in_thread(_write)
+        self.assertTrue(locked.wait(10))
+        return thread, result
+
+    def test_pragmas(self):
+        with self.db.connection(writer=False) as conn:
+            self.assertEqual(1, conn.exec_driver_sql(
+                'PRAGMA foreign_keys').scalar())
+            self.assertEqual('wal', conn.exec_driver_sql(
+                'PRAGMA journal_mode').scalar())
+            self.assertEqual(api.SQLITE_BUSY_TIMEOUT * 1000,
+                             conn.exec_driver_sql(
+                                 'PRAGMA busy_timeout').scalar())
+
+    def test_writers_queue_for_the_write_lock(self):
+        # BEGIN IMMEDIATE: a second writer waits for the first one, even
+        # for unrelated rows, and then succeeds (no deadlock, no error).
+        holder, held = self._hold_writer()
+
+        def _write():
+            with self.db.writer() as session:
+                acquired = time.monotonic()
+                api.lease_create(session, _lease('second'))
+                return acquired
+
+        waiter, result = _in_thread(_write)
+        holder.join(10)
+        waiter.join(10)
+        self.assertNotIn('error', held)
+        self.assertNotIn('error', result)
+        self.assertGreaterEqual(result['value'], held['value'])
+        self.assertEqual(['held', 'second'], sorted(
+            lease['name'] for lease in api.lease_list(self.db)))
+
+    def test_readers_do_not_wait_for_a_writer(self):
+        api.lease_create(self.db, _lease('old'))
+        holder, held = self._hold_writer()
+        # WAL: the reader sees the last committed state, at once.
+        self.assertEqual(['old'], [x['name'] for x in
+                                   api.lease_list(self.db)])
+        read_at = time.monotonic()
+        holder.join(10)
+        self.assertLess(read_at, held['value'])
+        self.assertEqual(2, len(api.lease_list(self.db)))
+
+    def test_lock_timeout_is_a_deadlock_error(self):
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_lease.db.api.SQLITE_BUSY_TIMEOUT', 0.1))
+        impatient = api.Database(self.url)
+        self.addCleanup(impatient.dispose)
+        holder, _ = self._hold_writer()
+        self.assertRaises(db_exc.DBDeadlock, api.lease_create, impatient,
+                          _lease('impatient'))
+        holder.join(10)
+
+    def test_retry_on_deadlock(self):
+        calls = []
+
+        @api.retry_on_deadlock
+        def _flaky():
+            calls.append(1)
+            if len(calls) < 3:
+                raise db_exc.DBDeadlock()
+            return 'done'
+
+        self.assertEqual('done', _flaky())
+        self.assertEqual(3, len(calls))
+
+        @api.retry_on_deadlock
+        def _broken():
+            calls.append(1)
+            raise api.LeaseNotFound(lease_id='x')
+
+        del calls[:]
+        self.assertRaises(api.LeaseNotFound, _broken)
+        self.assertEqual(1, len(calls))
+
+    def test_in_memory_database_from_threads(self):
+        db = api.Database('sqlite://')
+        self.addCleanup(db.dispose)
+        migration.upgrade(db)
+        barrier = threading.Barrier(4)
+
+        def _create(i):
+            def _run():
+                barrier.wait()
+                for j in range(5):
+                    with db.writer() as session:
+                        api.lock_hosts(session, ['h1'])
+                        api.lease_create(session, _lease('%d-%d' % (i, j)))
+                    api.lease_list(db)
+            return _run
+
+        threads = [_in_thread(_create(i)) for i in range(4)]
+        for thread, result in threads:
+            thread.join(30)
+            self.assertNotIn('error', result)
+        self.assertEqual(20, len(api.lease_list(db)))
+
+    def test_file_directory_is_created(self):
+        url = self.url.rsplit('/', 1)[0] + '/sub/dir/x.sqlite'
+        db = api.Database(url)
+        self.addCleanup(db.dispose)
+        migration.upgrade(db)
+        self.assertEqual(migration.head(), migration.version(db))
