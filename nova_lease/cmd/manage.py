@@ -24,9 +24,7 @@ Exit codes: 0 success, 1 database error (unreachable, unknown revision,
 """
 
 import functools
-import importlib.util
 import logging as std_logging
-import os
 import sys
 
 from alembic import util as alembic_util
@@ -95,30 +93,6 @@ def add_db_command_parsers(subparsers, conf):
     stamp.set_defaults(func=commands.db_stamp)
 
 
-def _nova_pybasedir():
-    # Nova's default for [DEFAULT] pybasedir: the directory holding the
-    # nova package (nova/conf/paths.py), found without importing nova.conf,
-    # which would double this command's start-up time.
-    spec = importlib.util.find_spec('nova')
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return os.path.dirname(
-        os.path.abspath(list(spec.submodule_search_locations)[0]))
-
-
-def _register_state_path(conf):
-    # The embedded default database lives under Nova's [DEFAULT]
-    # state_path: read it with Nova's option names and defaults so that
-    # we find the same file as nova-api does.
-    conf.register_opts([
-        cfg.StrOpt('pybasedir', default=_nova_pybasedir(),
-                   help="Nova's [DEFAULT] pybasedir."),
-        cfg.StrOpt('state_path', default='$pybasedir',
-                   help="Nova's [DEFAULT] state_path: the embedded default "
-                        "database is nova_lease.sqlite in it."),
-    ])
-
-
 def _safe_url(url):
     try:
         return sa.engine.make_url(url).render_as_string(hide_password=True)
@@ -130,7 +104,7 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     conf = cfg.ConfigOpts()
     lease_conf.register_opts(conf)
-    _register_state_path(conf)
+    lease_conf.register_nova_paths(conf)
     logging.register_options(conf)
     # Logs go to stderr (unless nova.conf names a log file): stdout is for
     # results, e.g. the revision that "db version" prints.

@@ -17,6 +17,11 @@ The engine and the command-line tools build their own ``cfg.ConfigOpts``
 and read the same nova.conf.
 """
 
+import importlib.util
+import os
+
+from oslo_config import cfg
+
 from nova_lease.conf import auth
 from nova_lease.conf import lease
 
@@ -50,3 +55,33 @@ def connection_url(conf):
     except Exception:  # the option is Nova's; a bare ConfigOpts lacks it
         state_path = None
     return 'sqlite:///%s/nova_lease.sqlite' % (state_path or '/var/lib/nova')
+
+
+def _nova_pybasedir():
+    # Nova's default for [DEFAULT] pybasedir: the directory holding the
+    # nova package (nova/conf/paths.py), found without importing nova.conf,
+    # which would double a command's start-up time.
+    spec = importlib.util.find_spec('nova')
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return os.path.dirname(
+        os.path.abspath(list(spec.submodule_search_locations)[0]))
+
+
+def register_nova_paths(conf):
+    """Register Nova's [DEFAULT] pybasedir and state_path on ``conf``.
+
+    For our own commands (engine, manage), which read nova.conf with their
+    own ConfigOpts: the embedded default database lives under Nova's
+    state_path, so it is read with Nova's option names and defaults to find
+    the same file as nova-api does. Never call it on Nova's own CONF.
+    """
+    if 'state_path' in conf:
+        return
+    conf.register_opts([
+        cfg.StrOpt('pybasedir', default=_nova_pybasedir(),
+                   help="Nova's [DEFAULT] pybasedir."),
+        cfg.StrOpt('state_path', default='$pybasedir',
+                   help="Nova's [DEFAULT] state_path: the embedded default "
+                        "database is nova_lease.sqlite in it."),
+    ])
