@@ -15,7 +15,7 @@ Called by whoever records a lease, inside the writer transaction that
 records it, so that the chosen hosts' capacity is promised atomically.
 
 NOTE: interface only for now. Until the capacity calendar is wired in,
-:func: admits everything and promises nothing.
+:func:`allocate_instances` admits everything and promises nothing.
 """
 
 from nova_lease import exception
