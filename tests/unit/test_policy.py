@@ -44,6 +44,10 @@ class PolicyTest(testtools.TestCase):
         # Nova's own option fixture parses its CONF (no files) and undoes
         # every override afterwards.
         self.useFixture(nova_conf_fixture.ConfFixture(nova_conf.CONF))
+        # Secure-RBAC defaults, explicitly: Nova's functional fixtures change
+        # this option's default in the test process.
+        nova_conf.CONF.set_override('enforce_new_defaults', True,
+                                    group='oslo_policy')
         nova_policy.reset()
         self.addCleanup(nova_policy.reset)
 
@@ -64,6 +68,19 @@ class PolicyTest(testtools.TestCase):
         self.assertTrue(self._can(reader, lease_rules.SHOW))
         self.assertFalse(self._can(reader, lease_rules.CREATE))
         self.assertFalse(self._can(reader, lease_rules.DELETE))
+
+    def test_legacy_defaults_follow_nova(self):
+        # With enforce_new_defaults=False Nova's persona rules fall back to
+        # its deprecated "admin or owner" rules: any role in the owning
+        # project may then write, exactly as for Nova's own APIs.
+        nova_conf.CONF.set_override('enforce_new_defaults', False,
+                                    group='oslo_policy')
+        nova_policy.reset()
+        reader = _ctx(['reader'])
+        self.assertTrue(self._can(reader, lease_rules.CREATE))
+        self.assertFalse(self._can(reader, lease_rules.CREATE,
+                                   project=OTHER))
+        self.assertFalse(self._can(reader, host_rules.CREATE))
 
     def test_hosts_are_admin_only(self):
         member = _ctx(['reader', 'member'])
