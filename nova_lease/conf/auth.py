@@ -19,24 +19,32 @@ from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
 
 GROUP_NAME = 'nova_lease_auth'
-auth_group = cfg.OptGroup(
-    GROUP_NAME, title='nova_lease service credentials',
-    help='Keystone credentials and endpoint settings that nova-lease-engine '
-         'uses to call the compute API as a service user.')
 
-_registered = set()
+
+def _group():
+    # A new OptGroup for every ConfigOpts (see nova_lease.conf.lease).
+    return cfg.OptGroup(
+        GROUP_NAME, title='nova_lease service credentials',
+        help='Keystone credentials and endpoint settings that '
+             'nova-lease-engine uses to call the compute API as a service '
+             'user.')
+
+
+auth_group = _group()
 
 
 def register_opts(conf):
-    if id(conf) in _registered and GROUP_NAME in conf:
-        return
-    conf.register_group(auth_group)
+    try:
+        conf[GROUP_NAME].auth_type
+        return  # already registered on this ConfigOpts
+    except (cfg.NoSuchOptError, cfg.NoSuchGroupError):
+        pass
+    conf.register_group(_group())
     ks_loading.register_session_conf_options(conf, GROUP_NAME)
     ks_loading.register_auth_conf_options(conf, GROUP_NAME)
     ks_loading.register_adapter_conf_options(conf, GROUP_NAME,
                                              include_deprecated=False)
     conf.set_default('service_type', 'compute', group=GROUP_NAME)
-    _registered.add(id(conf))
 
 
 def list_opts():

@@ -14,11 +14,22 @@
 from oslo_config import cfg
 
 GROUP_NAME = 'nova_lease'
-lease_group = cfg.OptGroup(
-    GROUP_NAME, title='nova_lease options',
-    help='Resource reservation (leases) inside Nova. These options are read '
-         'by the nova-api paste filter, the scheduler filter and weigher, '
-         'and the nova-lease-engine service, all from nova.conf.')
+
+
+def _group():
+    # A new OptGroup for every ConfigOpts: oslo.config copies a registered
+    # group only shallowly, so one shared OptGroup object would make every
+    # ConfigOpts of the process (Nova's CONF, the engine's own) share one
+    # dict of the group's options.
+    return cfg.OptGroup(
+        GROUP_NAME, title='nova_lease options',
+        help='Resource reservation (leases) inside Nova. These options are '
+             'read by the nova-api paste filter, the scheduler filter and '
+             'weigher, and the nova-lease-engine service, all from '
+             'nova.conf.')
+
+
+lease_group = _group()
 
 DURATION_HELP = ('A duration is a number of seconds, or a number followed by '
                  '"m" (minutes), "h" (hours) or "d" (days), e.g. "90m".')
@@ -128,12 +139,116 @@ Multiplier for LeaseWeigher.
 A positive value prefers the hosts where a request fits tightest in time;
 0 disables the weigher; a negative value inverts it.
 """),
+    cfg.FloatOpt('engine_max_sleep',
+                 default=10.0,
+                 min=0.05,
+                 help="""
+Longest time, in seconds, nova-lease-engine sleeps between two looks at the
+database.
+
+The engine sleeps until its next due event, and no longer than this, so
+that events of leases created by other processes (nova-api) since it last
+looked are seen within this time. Leases created in the engine's own
+process wake it at once.
+"""),
+    cfg.IntOpt('engine_batch_size',
+               default=500,
+               min=1,
+               help="""
+Most events one engine claims in one database transaction.
+
+Due events are claimed in batches and run in parallel on the engine's
+worker threads; a smaller batch spreads a burst of events more evenly over
+several engine processes.
+"""),
+    cfg.IntOpt('engine_workers',
+               default=16,
+               min=1,
+               help="""
+Number of worker threads of one nova-lease-engine that run resource plugin
+actions (events of different leases run in parallel; the events of one
+lease always run one after the other).
+"""),
+    cfg.IntOpt('plugin_call_timeout',
+               default=600,
+               min=1,
+               help="""
+Seconds one resource plugin action (e.g. unshelving the servers of a lease
+and waiting until they are ACTIVE) may take before the engine counts it as
+failed and retries the event (see max_retries and retry_interval).
+
+Related options:
+
+* engine_claim_timeout should be larger, so that a live engine's claim is
+  never taken over (the engine also refreshes its claims while they run).
+"""),
+    cfg.IntOpt('engine_shutdown_timeout',
+               default=30,
+               min=0,
+               help="""
+Seconds nova-lease-engine waits, after SIGTERM or SIGINT, for the actions
+it is running to finish. The claims of actions still running after that are
+released, so that another engine runs them again (actions are idempotent).
+"""),
+    cfg.StrOpt('region_name',
+               help="""
+Name of the region this Nova serves, as host reservations may name it.
+
+A physical:host reservation whose ``region`` is another region is refused
+with a 400 by the lease API. When unset, the region is ``[placement]
+region_name`` of nova.conf, else ``RegionOne`` (Keystone's default).
+"""),
+    cfg.FloatOpt('scheduler_snapshot_ttl',
+                 default=10.0,
+                 min=0.0,
+                 help="""
+Longest time, in seconds, LeaseFilter and LeaseWeigher reuse their
+in-memory snapshot of the lease calendar.
+
+Every scheduling request checks, with one cheap query, whether a new
+allocation (a newly admitted lease) was recorded since the snapshot was
+read, and reloads it then. Other changes (a lease deleted or its end moved,
+a server linked to its lease) are seen when the snapshot is reloaded,
+after at most this time. Reading the snapshot costs about as much as
+reading every live allocation and reservation of the side database.
+
+Possible values:
+
+* 0: read the snapshot again for every scheduling request (exact, but
+  slow with many reservations).
+* A positive number of seconds.
+"""),
+    cfg.ListOpt('notification_topics',
+                default=['versioned_notifications'],
+                help="""
+Topics on which nova-lease-engine's compute hook listens for Nova's
+versioned notifications (instance.create.end, instance.delete.end).
+
+It must match Nova's [notifications] versioned_notifications_topics. The
+hook reads them with a listener pool of its own (named nova_lease), so
+other consumers of the same topics still get every notification. Nova only
+sends them with [notifications] notification_format = versioned (or both)
+and an [oslo_messaging_notifications] driver; without them the reconcile
+pass alone keeps leases right (see reconcile_interval).
+"""),
+    cfg.IntOpt('reconcile_interval',
+               default=60,
+               min=0,
+               help="""
+Seconds between two reconcile passes of nova-lease-engine's compute hook.
+
+A pass repairs what a lost notification missed: servers of leases that
+have not started yet are shelved (reserved) if they are running, leased
+servers that no longer exist have their reservation deleted (a lease left
+without servers ends early), and leases whose servers were never linked
+(nova-api died during the boot) are linked or ended. 0 disables the pass.
+"""),
 ]
 
 
 def register_opts(conf):
-    conf.register_group(lease_group)
-    conf.register_opts(LEASE_OPTS, group=lease_group)
+    conf.register_group(_group())
+    conf.register_opts(LEASE_OPTS, group=GROUP_NAME)
 
 
 def list_opts():

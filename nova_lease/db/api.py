@@ -1094,3 +1094,366 @@ def lock(session, names):
 def lock_hosts(session, hostnames):
     """lock() the names 'host:<hypervisor hostname>' (see lock())."""
     lock(session, ['host:%s' % name for name in hostnames])
+
+
+# -- Engine: event claiming -------------------------------------------------
+#
+# What nova_lease.periodic.engine runs. Several engines may share one
+# database: MySQL/MariaDB and PostgreSQL claim with SELECT ... FOR UPDATE
+# SKIP LOCKED (an engine never waits for, nor takes, rows another engine is
+# claiming); SQLite's writer holds the database's write lock (BEGIN
+# IMMEDIATE), so its claims are serialised. Either way the UPDATEs are
+# conditional (status IN_PROGRESS and claimed_by), so a claim is never
+# completed by an engine that lost it.
+
+# Within one lease, an event is claimable only when every event earlier in
+# this order has finished (DONE or ERROR): an end never runs before its
+# start finished, even while the start is being retried.
+EVENT_LIFECYCLE_ORDER = {
+    'start_lease': 0,
+    'before_end_lease': 1,
+    'end_lease': 2,
+}
+_UNFINISHED = ('UNDONE', 'IN_PROGRESS')
+
+
+# Candidates are read a page at a time (without locks), the blocked ones
+# (see EVENT_LIFECYCLE_ORDER) dropped with one indexed look-up per page,
+# and only then are the chosen rows locked by primary key. A correlated
+# NOT EXISTS in the locking query would make InnoDB lock every row it
+# scans, and PostgreSQL choose nested loops over fresh, unanalysed tables
+# (seconds for 10,000 due events).
+_PAGES = 10
+
+
+def _lifecycle_rank(event_type):
+    return EVENT_LIFECYCLE_ORDER.get(event_type, len(EVENT_LIFECYCLE_ORDER))
+
+
+def _drop_blocked(session, candidates):
+    """The candidates (rows with id, lease_id, event_type) not blocked."""
+    first = min(EVENT_LIFECYCLE_ORDER.values())
+    # The first event of a lease's life (its start) is never blocked.
+    lease_ids = sorted({c.lease_id for c in candidates
+                        if _lifecycle_rank(c.event_type) > first})
+    if not lease_ids:
+        return list(candidates)
+    unfinished = {}
+    for row in session.execute(
+            sa.select(EVENTS.c.lease_id, EVENTS.c.event_type)
+            .where(EVENTS.c.lease_id.in_(lease_ids),
+                   EVENTS.c.status.in_(_UNFINISHED))):
+        rank = _lifecycle_rank(row.event_type)
+        unfinished[row.lease_id] = min(rank, unfinished.get(row.lease_id,
+                                                            rank))
+    return [c for c in candidates
+            if unfinished.get(c.lease_id, len(EVENT_LIFECYCLE_ORDER) + 1)
+            >= _lifecycle_rank(c.event_type)]
+
+
+def _claimable(session, where, limit):
+    """Up to limit unblocked events matching where, in due order."""
+    found = []
+    page = max(limit + limit // 4, 50)
+    base = (sa.select(EVENTS)
+            .where(*where)
+            .order_by(EVENTS.c.time, _event_order(), EVENTS.c.id))
+    for number in range(_PAGES):
+        rows = session.execute(base.offset(number * page)
+                               .limit(page)).all()
+        found.extend(_drop_blocked(session, rows))
+        if len(found) >= limit or len(rows) < page:
+            break
+    return found[:limit]
+
+
+def _locking(stmt, session):
+    if session.get_bind().dialect.name in ('mysql', 'postgresql'):
+        return stmt.with_for_update(skip_locked=True)
+    return stmt
+
+
+def _datetime(value):
+    if isinstance(value, str):
+        # SQLite returns the stored text of an aggregate on a datetime.
+        return datetime.datetime.fromisoformat(value)
+    return value
+
+
+def _leases_with_reservations(session, lease_ids):
+    leases = {row['id']: dict(row) for row in session.execute(
+        sa.select(LEASES).where(LEASES.c.id.in_(lease_ids))).mappings()}
+    for lease in leases.values():
+        lease['reservations'] = []
+    for row in session.execute(
+            sa.select(RESERVATIONS)
+            .where(RESERVATIONS.c.lease_id.in_(lease_ids))
+            .order_by(RESERVATIONS.c.created_at,
+                      RESERVATIONS.c.id)).mappings():
+        leases[row['lease_id']]['reservations'].append(
+            _reservation_dict(row))
+    return leases
+
+
+@retry_on_deadlock
+def engine_claim_events(db, engine_id, now, limit, on_claim=None):
+    """Claim up to ``limit`` due events for ``engine_id``, atomically.
+
+    Due: UNDONE, ``time`` and ``next_attempt_at`` (when set) at or before
+    ``now``, and no unfinished earlier event of the same lease (see
+    EVENT_LIFECYCLE_ORDER). Claimed events become IN_PROGRESS with
+    ``claimed_by=engine_id``, ``claimed_at=now`` and ``attempts`` + 1.
+
+    ``on_claim(event, lease)``, if given, is called in the transaction
+    for each claimed event and returns the lease's new status or None
+    (the lease is updated compare-and-set on the status on_claim saw; if
+    it changed meanwhile, the event is still claimed and its ``'lease'``
+    shows the current status).
+
+    Returns the claimed event dicts, in due order, each with ``'lease'``:
+    the lease dict (after on_claim) with its ``'reservations'``.
+    """
+    now = _naive_utc(now)
+    with _writing(db) as session:
+        due = (EVENTS.c.status == 'UNDONE', EVENTS.c.time <= now,
+               sa.or_(EVENTS.c.next_attempt_at.is_(None),
+                      EVENTS.c.next_attempt_at <= now))
+        candidates = _claimable(session, due, limit)
+        if not candidates:
+            return []
+        if session.get_bind().dialect.name in ('mysql', 'postgresql'):
+            # Lock them, skipping those another engine is claiming, and
+            # read them again: one may have been claimed (or retried and
+            # put off) since the candidates were read.
+            events = _dicts(session.execute(
+                sa.select(EVENTS)
+                .where(EVENTS.c.id.in_([c.id for c in candidates]), *due)
+                .order_by(EVENTS.c.time, _event_order(), EVENTS.c.id)
+                .with_for_update(skip_locked=True)))
+        else:
+            # SQLite: this writer holds the database's write lock since
+            # before the candidates were read.
+            events = [dict(c._mapping) for c in candidates]
+        if not events:
+            return []
+        ids = [e['id'] for e in events]
+        claimed = session.execute(
+            sa.update(EVENTS)
+            .where(EVENTS.c.id.in_(ids), EVENTS.c.status == 'UNDONE')
+            .values(status='IN_PROGRESS', claimed_by=engine_id,
+                    claimed_at=now, attempts=EVENTS.c.attempts + 1,
+                    updated_at=now)).rowcount
+        if claimed != len(ids):
+            raise TransactionError(
+                reason='claimed %d of %d locked events' % (claimed,
+                                                           len(ids)))
+        for event in events:
+            event.update(status='IN_PROGRESS', claimed_by=engine_id,
+                         claimed_at=now, attempts=event['attempts'] + 1,
+                         updated_at=now)
+        leases = _leases_with_reservations(
+            session, sorted({e['lease_id'] for e in events}))
+        moves = {}
+        for event in events:
+            lease = leases[event['lease_id']]
+            new = on_claim(event, lease) if on_claim else None
+            if new is not None and new != lease['status']:
+                moves.setdefault((lease['status'], new), []).append(lease)
+            event['lease'] = lease
+        for (old, new), moving in moves.items():
+            ids = [lease['id'] for lease in moving]
+            moved = session.execute(
+                sa.update(LEASES)
+                .where(LEASES.c.id.in_(ids), LEASES.c.status == old)
+                .values(status=new, updated_at=now)).rowcount
+            current = {}
+            if moved != len(ids):
+                # Read back: a lease changed concurrently keeps its status.
+                current = dict(session.execute(
+                    sa.select(LEASES.c.id, LEASES.c.status)
+                    .where(LEASES.c.id.in_(ids))).all())
+            for lease in moving:
+                lease['status'] = current.get(lease['id'], new)
+                if lease['status'] == new:
+                    lease['updated_at'] = now
+        return events
+
+
+@retry_on_deadlock
+def engine_complete_events(db, engine_id, results, now=None):
+    """Record what the engine's actions did, in one transaction.
+
+    ``results``: dicts with ``event_id``, ``lease_id``, ``status`` (the
+    event's new status: DONE, ERROR, or UNDONE to retry it later) and
+    optionally ``last_error``, ``next_attempt_at``, ``lease_status`` with
+    ``lease_expected`` (compare-and-set: the lease moves only from one of
+    these statuses), ``status_reason`` (set on the lease whatever its
+    status when the key is present; None clears it) and
+    ``reservation_status`` with ``reservation_expected`` (every
+    reservation of the lease in one of those statuses moves).
+
+    Only events still IN_PROGRESS and claimed by ``engine_id`` are
+    touched (a claim that expired and was taken over is skipped, with its
+    lease). UNDONE releases the claim. Returns the list of event ids
+    recorded.
+    """
+    now = _naive_utc(now or timeutils.utcnow())
+    by_id = {r['event_id']: r for r in results}
+    if not by_id:
+        return []
+    with _writing(db) as session:
+        owned = set(session.execute(
+            sa.select(EVENTS.c.id)
+            .where(EVENTS.c.id.in_(list(by_id)),
+                   EVENTS.c.status == 'IN_PROGRESS',
+                   EVENTS.c.claimed_by == engine_id)
+            .with_for_update()).scalars())
+        groups = {}
+        for event_id in owned:
+            r = by_id[event_id]
+            key = (r['status'], r.get('last_error'),
+                   r.get('next_attempt_at'))
+            groups.setdefault(key, []).append(event_id)
+        for (new, error, next_at), ids in groups.items():
+            values = {'status': new, 'last_error': error,
+                      'next_attempt_at': _naive_utc(next_at),
+                      'updated_at': now}
+            if new == 'UNDONE':
+                values.update(claimed_by=None, claimed_at=None)
+            session.execute(sa.update(EVENTS)
+                            .where(EVENTS.c.id.in_(ids)).values(**values))
+        lease_groups, reservation_groups = {}, {}
+        for event_id in owned:
+            r = by_id[event_id]
+            if r.get('lease_status') is not None:
+                key = (r['lease_status'],
+                       tuple(sorted(r.get('lease_expected') or ())),
+                       'status_reason' in r, r.get('status_reason'))
+                lease_groups.setdefault(key, []).append(r['lease_id'])
+            elif 'status_reason' in r:
+                key = (None, (), True, r['status_reason'])
+                lease_groups.setdefault(key, []).append(r['lease_id'])
+            if r.get('reservation_status') is not None:
+                key = (r['reservation_status'],
+                       tuple(sorted(r.get('reservation_expected') or ())))
+                reservation_groups.setdefault(key, []).append(r['lease_id'])
+        for (new, expected, has_reason, reason), ids in lease_groups.items():
+            values = {'updated_at': now}
+            if has_reason:
+                values['status_reason'] = reason
+            if new is None:
+                session.execute(sa.update(LEASES)
+                                .where(LEASES.c.id.in_(ids))
+                                .values(**values))
+                continue
+            moved = session.execute(
+                sa.update(LEASES)
+                .where(LEASES.c.id.in_(ids), LEASES.c.status.in_(expected))
+                .values(status=new, **values)).rowcount
+            if has_reason and moved != len(ids):
+                # The reason is set whatever the status.
+                session.execute(
+                    sa.update(LEASES)
+                    .where(LEASES.c.id.in_(ids),
+                           LEASES.c.status.not_in(expected))
+                    .values(**values))
+        for (new, expected), ids in reservation_groups.items():
+            session.execute(
+                sa.update(RESERVATIONS)
+                .where(RESERVATIONS.c.lease_id.in_(ids),
+                       RESERVATIONS.c.status.in_(expected))
+                .values(status=new, updated_at=now))
+    return sorted(owned)
+
+
+@retry_on_deadlock
+def engine_refresh_claims(db, engine_id, event_ids, now):
+    """Renew ``claimed_at`` of events engine_id still runs; their count."""
+    if not event_ids:
+        return 0
+    with _writing(db) as session:
+        return session.execute(
+            sa.update(EVENTS)
+            .where(EVENTS.c.id.in_(list(event_ids)),
+                   EVENTS.c.status == 'IN_PROGRESS',
+                   EVENTS.c.claimed_by == engine_id)
+            .values(claimed_at=_naive_utc(now))).rowcount
+
+
+@retry_on_deadlock
+def engine_release_events(db, engine_id, event_ids, reason, now=None):
+    """Give back claims engine_id could not finish (it is stopping).
+
+    The events become UNDONE and unclaimed, with the attempt not counted
+    and ``last_error=reason``. Returns the ids released.
+    """
+    if not event_ids:
+        return []
+    now = _naive_utc(now or timeutils.utcnow())
+    with _writing(db) as session:
+        ids = list(session.execute(
+            sa.select(EVENTS.c.id)
+            .where(EVENTS.c.id.in_(list(event_ids)),
+                   EVENTS.c.status == 'IN_PROGRESS',
+                   EVENTS.c.claimed_by == engine_id)
+            .with_for_update()).scalars())
+        if ids:
+            session.execute(
+                sa.update(EVENTS).where(EVENTS.c.id.in_(ids))
+                .values(status='UNDONE', claimed_by=None, claimed_at=None,
+                        attempts=sa.case((EVENTS.c.attempts > 0,
+                                          EVENTS.c.attempts - 1),
+                                         else_=0),
+                        last_error=reason, updated_at=now))
+        return sorted(ids)
+
+
+@retry_on_deadlock
+def engine_recover_events(db, now, claim_timeout):
+    """Release claims older than ``claim_timeout`` seconds (dead engines).
+
+    They become UNDONE and unclaimed, due at once; the attempt counts.
+    Returns dicts ``{'id', 'lease_id', 'event_type', 'claimed_by',
+    'claimed_at', 'attempts'}`` of the events released.
+    """
+    now = _naive_utc(now)
+    cutoff = now - datetime.timedelta(seconds=claim_timeout)
+    with _writing(db) as session:
+        stmt = (sa.select(EVENTS.c.id, EVENTS.c.lease_id,
+                          EVENTS.c.event_type, EVENTS.c.claimed_by,
+                          EVENTS.c.claimed_at, EVENTS.c.attempts)
+                .where(EVENTS.c.status == 'IN_PROGRESS',
+                       EVENTS.c.claimed_at < cutoff))
+        stale = _dicts(session.execute(_locking(stmt, session)))
+        for event in stale:
+            session.execute(
+                sa.update(EVENTS)
+                .where(EVENTS.c.id == event['id'],
+                       EVENTS.c.status == 'IN_PROGRESS',
+                       EVENTS.c.claimed_by == event['claimed_by'])
+                .values(status='UNDONE', claimed_by=None, claimed_at=None,
+                        next_attempt_at=None, updated_at=now,
+                        last_error='claim by %s at %s expired (the engine '
+                                   'died or hung); released at %s'
+                                   % (event['claimed_by'],
+                                      event['claimed_at'], now)))
+        return stale
+
+
+def engine_next_event_time(db):
+    """When the next claimable event is due (may be past), or None.
+
+    Like event_next_time, but events waiting for an earlier event of
+    their lease do not count.
+    """
+    with _reading(db) as session:
+        first = _claimable(session, (EVENTS.c.status == 'UNDONE',
+                                     EVENTS.c.next_attempt_at.is_(None)), 1)
+        # A retried event has run: nothing earlier of its lease is left.
+        retry = session.execute(
+            sa.select(sa.func.min(EVENTS.c.next_attempt_at))
+            .where(EVENTS.c.status == 'UNDONE',
+                   EVENTS.c.next_attempt_at.is_not(None))).scalar()
+    times = [_datetime(t) for t in ([first[0].time] if first else [])
+             + [retry] if t is not None]
+    return min(times) if times else None

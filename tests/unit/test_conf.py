@@ -68,6 +68,19 @@ class ConfTest(testtools.TestCase):
         self.assertEqual('mysql+pymysql://u:p@db/nl',
                          lease_conf.connection_url(conf))
 
+    def test_configopts_do_not_share_options(self):
+        # Nova's CONF and the engine's own ConfigOpts live in one process
+        # (tests, the sandbox): options registered on one must not appear
+        # on the other through a shared OptGroup.
+        first, second = self._conf(), cfg.ConfigOpts()
+        lease_conf.register_opts(second)
+        second.register_opt(cfg.StrOpt('only_here'), group='nova_lease')
+        second.register_opt(cfg.StrOpt('only_here'),
+                            group='nova_lease_auth')
+        for group in ('nova_lease', 'nova_lease_auth'):
+            self.assertRaises(cfg.NoSuchOptError, getattr, first[group],
+                              'only_here')
+
     def test_bad_on_end_rejected(self):
         conf = self._conf()
         self.assertRaises(ValueError, conf.set_override, 'on_end', 'explode',

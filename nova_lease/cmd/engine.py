@@ -1,0 +1,93 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""nova-lease-engine: the lease event engine service.
+
+    nova-lease-engine [--config-file /etc/nova/nova.conf] [--engine-id ID]
+
+It reads ``[nova_lease]``, ``[nova_lease_auth]`` and
+``[oslo_messaging_notifications]`` from nova.conf (without
+--config-file: the standard locations of project "nova"), logs with
+oslo.log, and runs until SIGTERM or SIGINT: then it stops claiming,
+lets running actions finish for ``engine_shutdown_timeout`` seconds and
+releases the claims of those that did not, so that another engine runs
+them. Several processes may run at once against MySQL/MariaDB or
+PostgreSQL.
+
+Exit codes: 0 stopped by a signal, 1 start-up failure.
+"""
+
+import signal
+import sys
+
+from oslo_config import cfg
+from oslo_log import log as logging
+
+from nova_lease import conf as lease_conf
+from nova_lease import notifications
+from nova_lease.periodic import engine as lease_engine
+
+LOG = logging.getLogger(__name__)
+
+PROG = 'nova-lease-engine'
+
+CLI_OPTS = [
+    cfg.StrOpt('engine-id',
+               help='Name this engine records on the events it claims '
+                    '(default: <hostname>:<pid>:<random>).'),
+]
+
+
+def parse_args(argv):
+    """The engine's own ConfigOpts, parsed from argv."""
+    conf = cfg.ConfigOpts()
+    lease_conf.register_opts(conf)
+    lease_conf.register_nova_paths(conf)
+    logging.register_options(conf)
+    conf.register_cli_opts(CLI_OPTS)
+    conf(argv, project='nova', prog=PROG)
+    return conf
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        conf = parse_args(argv)
+    except cfg.Error as e:
+        print('%s: %s' % (PROG, e), file=sys.stderr)
+        return 1
+    logging.setup(conf, PROG)
+    try:
+        notifier = notifications.LeaseNotifier(conf)
+        engine = lease_engine.Engine(conf, notifier=notifier,
+                                     engine_id=conf.engine_id)
+    except Exception:
+        LOG.exception('%s could not start', PROG)
+        return 1
+
+    def _stop(signum, frame):
+        LOG.info('Signal %s received: stopping (finishing or releasing '
+                 'claims)', signum)
+        engine.stop()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    try:
+        engine.run()
+    finally:
+        for plugin in engine.plugins.values():
+            plugin.close()
+        notifier.close()
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

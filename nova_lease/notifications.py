@@ -1,0 +1,136 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""Lease notifications (oslo.messaging), e.g. for billing.
+
+Event types: ``lease.create``, ``lease.start``, ``lease.before_end``,
+``lease.end``, ``lease.delete`` (priority INFO) and ``lease.error``
+(priority ERROR, the lease went to ERROR). They go to the notification
+transport and topics of the configuration (``[oslo_messaging_notifications]
+driver / transport_url / topics``, the same section Nova reads), so an
+engine reading nova.conf notifies wherever Nova does. No driver configured
+means no notifications.
+
+The payload follows Nova's versioned notifications::
+
+    {"nova_object.name": "LeasePayload",
+     "nova_object.namespace": "nova_lease",
+     "nova_object.version": "1.0",
+     "nova_object.data": {<the lease: id, name, project_id, user_id,
+                          start_date, end_date, before_end_date, status,
+                          status_reason, on_end, created_at, updated_at,
+                          reservations: [...] >}}
+
+with dates as ISO 8601 UTC strings. A notification that cannot be sent is
+logged and dropped: it never fails the lease action.
+"""
+
+import datetime
+import socket
+
+from oslo_config import cfg
+from oslo_log import log as logging
+import oslo_messaging
+
+LOG = logging.getLogger(__name__)
+
+PAYLOAD_NAME = 'LeasePayload'
+PAYLOAD_NAMESPACE = 'nova_lease'
+PAYLOAD_VERSION = '1.0'
+
+CREATE = 'lease.create'
+START = 'lease.start'
+BEFORE_END = 'lease.before_end'
+END = 'lease.end'
+DELETE = 'lease.delete'
+ERROR = 'lease.error'
+EVENT_TYPES = (CREATE, START, BEFORE_END, END, DELETE, ERROR)
+
+_LEASE_FIELDS = ('id', 'name', 'project_id', 'user_id', 'start_date',
+                 'end_date', 'before_end_date', 'status', 'status_reason',
+                 'on_end', 'created_at', 'updated_at')
+_RESERVATION_FIELDS = ('id', 'lease_id', 'resource_type', 'resource_id',
+                       'status', 'created_at', 'updated_at')
+
+
+def _primitive(value):
+    if isinstance(value, datetime.datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(datetime.timezone.utc).replace(
+                tzinfo=None)
+        return value.isoformat() + 'Z'
+    return value
+
+
+def lease_payload(lease, reservations=None):
+    """The versioned payload of a lease dict (see the module doc)."""
+    data = {k: _primitive(lease.get(k)) for k in _LEASE_FIELDS}
+    if reservations is None:
+        reservations = lease.get('reservations') or []
+    data['reservations'] = [
+        {k: _primitive(r.get(k)) for k in _RESERVATION_FIELDS}
+        for r in reservations]
+    return {'nova_object.name': PAYLOAD_NAME,
+            'nova_object.namespace': PAYLOAD_NAMESPACE,
+            'nova_object.version': PAYLOAD_VERSION,
+            'nova_object.data': data}
+
+
+class LeaseNotifier(object):
+    """Sends lease notifications; thread-safe; never raises on send."""
+
+    def __init__(self, conf, publisher_id=None, transport=None, retry=3):
+        self._own_transport = transport is None
+        if transport is None:
+            transport = oslo_messaging.get_notification_transport(conf)
+        self.transport = transport
+        self.publisher_id = publisher_id or (
+            'nova-lease-engine:%s' % socket.gethostname())
+        self._notifier = oslo_messaging.Notifier(
+            transport, publisher_id=self.publisher_id, retry=retry)
+        # Notifier.is_enabled() is only false for the 'noop' driver; an
+        # empty driver list sends nothing either.
+        try:
+            drivers = list(transport.conf.oslo_messaging_notifications.driver)
+        except (AttributeError, cfg.Error):
+            drivers = None
+        self._enabled = self._notifier.is_enabled() and drivers != []
+
+    @property
+    def enabled(self):
+        return self._enabled
+
+    def notify(self, event_type, lease, reservations=None):
+        """Send ``event_type`` about ``lease``; False if it failed."""
+        if event_type not in EVENT_TYPES:
+            raise ValueError('unknown lease notification %r' % event_type)
+        if not self.enabled:
+            return False
+        payload = lease_payload(lease, reservations)
+        method = (self._notifier.error if event_type == ERROR
+                  else self._notifier.info)
+        try:
+            method({}, event_type, payload)
+        except Exception:
+            LOG.exception('Could not send %(type)s for lease %(lease)s',
+                          {'type': event_type, 'lease': lease.get('id')})
+            return False
+        return True
+
+    def close(self):
+        """Release the transport (only one this notifier created)."""
+        if not self._own_transport:
+            return
+        try:
+            self.transport.cleanup()
+        except Exception:  # noqa: S110 - best effort at shutdown
+            LOG.debug('Notification transport cleanup failed',
+                      exc_info=True)

@@ -1,0 +1,726 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""The event engine: fires lease events exactly once, on time.
+
+One loop thread per :class:`Engine`:
+
+1. records the results of finished actions (one transaction per batch);
+2. releases claims abandoned by dead engines (older than
+   ``engine_claim_timeout``) and renews its own running claims;
+3. claims due events atomically (``db.api.engine_claim_events``: SELECT
+   ... FOR UPDATE SKIP LOCKED on MySQL/PostgreSQL, the write lock on
+   SQLite), at most ``engine_batch_size`` outstanding, moving their
+   leases (start: PENDING -> STARTING, end: -> TERMINATING);
+4. hands them to a pool of ``engine_workers`` threads that run the
+   resource plugins, each call bounded by ``plugin_call_timeout``;
+5. sleeps until the next due event, at most ``engine_max_sleep``, or until
+   woken: by a finished action, :meth:`Engine.wake` (e.g.
+   :func:`wake_all` after a lease is created in this process, or a test
+   clock that moved) or :meth:`Engine.stop`.
+
+The events of one lease run one after the other (start, before_end,
+end): an event is not claimable while an earlier one of its lease is
+unfinished. A failed action is retried with exponential back-off
+(``retry_interval`` x 2^n) up to ``max_retries`` (or the lease's own
+``retries``); then the event and the lease go to ERROR with a
+``status_reason`` that says what failed. Database errors make the loop
+wait and try again, never stop. "Now" is
+``oslo_utils.timeutils.utcnow()``, so tests drive the engine with a
+clock override and :meth:`Engine.process_due`.
+"""
+
+import collections
+import datetime
+import os
+import queue
+import socket
+import threading
+import time
+import weakref
+
+from oslo_log import log as logging
+from oslo_utils import timeutils
+from oslo_utils import uuidutils
+
+from nova_lease.db import api as db_api
+from nova_lease import exception
+from nova_lease import notifications
+from nova_lease.plugins import base as plugin_base
+from nova_lease import status
+
+LOG = logging.getLogger(__name__)
+
+_L = status.LeaseStatus
+_R = status.ReservationStatus
+_E = status.EventStatus
+_T = status.EventType
+
+#: The plugin method run for each event type.
+ACTIONS = {
+    _T.START_LEASE: 'on_start',
+    _T.BEFORE_END_LEASE: 'before_end',
+    _T.END_LEASE: 'on_end',
+}
+_SUCCESS_NOTICES = {
+    _T.START_LEASE: notifications.START,
+    _T.END_LEASE: notifications.END,
+}
+
+_ENGINES = weakref.WeakSet()
+
+
+def wake_all():
+    """Wake every engine of this process (e.g. a lease was just created)."""
+    for engine in list(_ENGINES):
+        engine.wake()
+
+
+def default_engine_id():
+    return '%s:%d:%s' % (socket.gethostname(), os.getpid(),
+                         uuidutils.generate_uuid(dashed=False)[:8])
+
+
+def _sources(kind, new):
+    """Every status of ``kind`` that may move to ``new``."""
+    return sorted(old for old in status.TRANSITIONS[kind]
+                  if status.can_transition(kind, old, new))
+
+
+class PluginTimeout(exception.NovaLeaseException):
+    msg_fmt = ('%(what)s did not finish within %(timeout)s s '
+               '([nova_lease] plugin_call_timeout)')
+
+
+class NoPlugin(exception.NovaLeaseException):
+    msg_fmt = ('no resource plugin handles %(type)s reservations: add it to '
+               '[nova_lease] resource_plugins of nova-lease-engine')
+
+
+class GaveUp(exception.NovaLeaseException):
+    msg_fmt = ('started %(attempts)d times without finishing (the engines '
+               'running it died or hung); last error: %(error)s')
+
+
+class _Job(object):
+    __slots__ = ('event', 'state', 'result', 'notices', 'call_started',
+                 'call_what')
+
+    def __init__(self, event):
+        self.event = event
+        self.state = 'queued'     # -> running -> (timed_out) | cancelled
+        self.result = None
+        self.notices = ()
+        self.call_started = None  # monotonic start of the plugin call
+        self.call_what = None
+
+
+#: Returned by a worker's callable: this worker thread should exit (it
+#: was replaced while stuck in a plugin call that timed out).
+_RETIRE = object()
+
+
+class _WorkerPool(object):
+    """A fixed set of daemon worker threads running callables in order.
+
+    Unlike concurrent.futures, its threads are daemons: a process that
+    stops while a plugin call hangs exits at once (the claim was
+    released), instead of joining the worker at interpreter exit.
+    """
+
+    _STOP = object()
+
+    def __init__(self, size, name):
+        self._queue = queue.SimpleQueue()
+        self._closed = False
+        self._name = name
+        self._threads = []
+        for _ in range(size):
+            self.add_worker()
+
+    def add_worker(self):
+        thread = threading.Thread(
+            target=self._work, daemon=True,
+            name='%s-%d' % (self._name, len(self._threads)))
+        self._threads.append(thread)
+        thread.start()
+
+    def _work(self):
+        while True:
+            item = self._queue.get()
+            if item is self._STOP:
+                return
+            func, args = item
+            try:
+                if func(*args) is _RETIRE:
+                    return
+            except Exception:
+                LOG.exception('Unexpected error in an engine worker')
+
+    def submit(self, func, *args):
+        if self._closed:
+            raise RuntimeError('the pool is shut down')
+        self._queue.put((func, args))
+
+    def shutdown(self, cancel=True):
+        """Stop the workers after what they run; drop what is queued."""
+        self._closed = True
+        if cancel:
+            while True:
+                try:
+                    self._queue.get_nowait()
+                except queue.Empty:
+                    break
+        for _ in list(self._threads):
+            self._queue.put(self._STOP)
+
+    def join(self, timeout=None):
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(None if deadline is None
+                        else max(0, deadline - time.monotonic()))
+
+
+class Engine(object):
+    """One event engine (thread-safe; run it with :meth:`run`)."""
+
+    #: Real seconds the loop waits after a wake-up while actions are
+    #: running, so that their results are recorded in one transaction.
+    coalesce_delay = 0.005
+
+    def __init__(self, conf, db=None, plugins=None, notifier=None,
+                 engine_id=None):
+        self.conf = conf
+        self.opts = conf.nova_lease
+        self.db = db if db is not None else db_api.get_database(conf)
+        self.plugins = (plugin_base.load_plugins(conf) if plugins is None
+                        else dict(plugins))
+        self.notifier = notifier
+        self.engine_id = engine_id or default_engine_id()
+        self._wakeup = threading.Event()
+        self._stopping = threading.Event()
+        self._stopped = threading.Event()
+        self._running = False
+        self._shutting_down = False
+        self._lock = threading.Lock()
+        self._jobs = {}
+        self._finished = []
+        self._pool = _WorkerPool(self.opts.engine_workers, 'lease-engine')
+        self._notify_pool = _WorkerPool(1, 'lease-notify')
+        self._last_recovery = None
+        self._last_refresh = timeutils.utcnow()
+        self.stats = {'claimed': 0, 'done': 0, 'retried': 0, 'failed': 0,
+                      'skipped': 0, 'recovered': 0, 'released': 0,
+                      'db_errors': 0}
+        _ENGINES.add(self)
+
+    def __repr__(self):
+        return '<Engine %s>' % self.engine_id
+
+    # -- control ----------------------------------------------------------
+
+    def wake(self):
+        """Look at the database now (thread-safe)."""
+        self._wakeup.set()
+
+    def stop(self):
+        """Ask :meth:`run` to finish or release its claims and return."""
+        self._stopping.set()
+        self._wakeup.set()
+
+    @property
+    def stopping(self):
+        return self._stopping.is_set()
+
+    @property
+    def in_flight(self):
+        with self._lock:
+            return len(self._jobs)
+
+    def run(self):
+        """The loop; returns after :meth:`stop` (claims finished/released).
+        """
+        LOG.info('Lease engine %s started', self.engine_id)
+        backoff = 0.0
+        self._running = True
+        try:
+            while not self._stopping.is_set():
+                self._wakeup.clear()
+                try:
+                    claimed = self.run_once()
+                    timeout = self._sleep_time(claimed)
+                    if backoff:
+                        LOG.info('Lease engine %s: database reachable '
+                                 'again', self.engine_id)
+                    backoff = 0.0
+                except Exception as e:
+                    # Database unreachable (or a bug): wait and retry;
+                    # the traceback once per outage.
+                    self.stats['db_errors'] += 1
+                    first = not backoff
+                    backoff = min(backoff * 2 or 0.5,
+                                  self.opts.engine_max_sleep)
+                    LOG.warning('Lease engine %(id)s: loop failed, retrying '
+                                'in %(delay).1f s: %(error)s',
+                                {'id': self.engine_id, 'delay': backoff,
+                                 'error': e}, exc_info=first)
+                    timeout = backoff
+                if timeout > 0:
+                    woken = self._wakeup.wait(timeout)
+                    if woken and self.in_flight and self.coalesce_delay:
+                        time.sleep(self.coalesce_delay)
+        finally:
+            self._shutdown()
+            LOG.info('Lease engine %(id)s stopped: %(stats)s',
+                     {'id': self.engine_id, 'stats': self.stats})
+
+    def run_once(self, force_recovery=False):
+        """One pass without sleeping: record, recover, claim, dispatch.
+
+        Returns the number of events claimed (their actions run in the
+        worker threads; see :meth:`process_due` to wait for them).
+        """
+        self._check_timeouts()
+        self._record()
+        self._recover(force_recovery)
+        self._refresh()
+        return self._claim()
+
+    def process_due(self, timeout=120.0):
+        """Run every due event, wait until recorded; return how many ran.
+
+        For tests and tools: call it after moving the clock. Events made
+        claimable by the ones that ran (the end after the start) run too.
+        """
+        deadline = time.monotonic() + timeout
+        total = 0
+        force = True
+        while True:
+            claimed = self.run_once(force_recovery=force)
+            force = False
+            total += claimed
+            while self._unfinished():
+                if time.monotonic() > deadline:
+                    raise RuntimeError('events still running after %s s'
+                                       % timeout)
+                self._wakeup.wait(0.05)
+                self._wakeup.clear()
+                self._check_timeouts()
+            self._record()
+            if not claimed and not self.in_flight:
+                return total
+
+    def close(self, timeout=None):
+        """Stop and release everything; wait for :meth:`run` to return."""
+        self.stop()
+        if self._running:
+            if timeout is None:
+                timeout = self.opts.engine_shutdown_timeout + 30
+            self._stopped.wait(timeout)
+        else:
+            self._shutdown()
+
+    # -- loop steps -------------------------------------------------------
+
+    def _unfinished(self):
+        with self._lock:
+            return [j for j in self._jobs.values() if j.result is None]
+
+    def _sleep_time(self, claimed):
+        room = self.opts.engine_batch_size - self.in_flight
+        with self._lock:
+            if self._finished:
+                return 0
+            calls = [j.call_started for j in self._jobs.values()
+                     if j.state == 'running' and j.call_started is not None]
+        longest = self.opts.engine_max_sleep
+        if calls:
+            # Wake up when the oldest plugin call times out.
+            longest = min(longest, max(
+                0.05, min(calls) + self.opts.plugin_call_timeout
+                - time.monotonic()))
+        if claimed and room > 0:
+            return 0    # a full batch: more may be due
+        if room <= 0:
+            return longest    # a finished action wakes the loop
+        next_time = db_api.engine_next_event_time(self.db)
+        if next_time is None:
+            return longest
+        delta = (next_time - timeutils.utcnow()).total_seconds()
+        if delta <= 0:
+            # Due but not claimed: another engine is claiming it.
+            return 0.05
+        return min(delta, longest)
+
+    def _check_timeouts(self):
+        """Fail the actions stuck in a plugin call for too long.
+
+        The stuck worker thread cannot be interrupted: it is replaced by a
+        new one, and exits (its result dropped) if the call ever returns.
+        """
+        timeout = self.opts.plugin_call_timeout
+        now = time.monotonic()
+        expired = []
+        with self._lock:
+            for job in self._jobs.values():
+                if (job.state == 'running' and job.call_started is not None
+                        and now - job.call_started > timeout):
+                    job.state = 'timed_out'
+                    expired.append(job)
+        for job in expired:
+            event = job.event
+            LOG.error('%(what)s for %(type)s of lease %(lease)s is stuck '
+                      'for more than %(timeout)s s: giving up on it',
+                      {'what': job.call_what, 'type': event['event_type'],
+                       'lease': event['lease_id'], 'timeout': timeout})
+            error = plugin_base.PluginError(
+                reason='%s failed: %s' % (job.call_what, PluginTimeout(
+                    what=job.call_what, timeout=timeout)))
+            job.result, job.notices = self._failure(event, event['lease'],
+                                                    error)
+            with self._lock:
+                self._finished.append(job)
+            if not self._stopping.is_set():
+                self._pool.add_worker()
+
+    def _claim(self):
+        if self._stopping.is_set():
+            return 0
+        room = self.opts.engine_batch_size - self.in_flight
+        if room <= 0:
+            return 0
+        events = db_api.engine_claim_events(
+            self.db, self.engine_id, timeutils.utcnow(), room,
+            on_claim=self._on_claim)
+        if not events:
+            return 0
+        self.stats['claimed'] += len(events)
+        with self._lock:
+            jobs = [_Job(e) for e in events]
+            for job in jobs:
+                self._jobs[job.event['id']] = job
+        for job in jobs:
+            LOG.debug('Claimed %(type)s %(id)s of lease %(lease)s',
+                      {'type': job.event['event_type'],
+                       'id': job.event['id'],
+                       'lease': job.event['lease_id']})
+            try:
+                self._pool.submit(self._execute, job)
+            except RuntimeError:     # the pool is shut down: stopping
+                break
+        return len(events)
+
+    def _on_claim(self, event, lease):
+        """In the claim transaction: the lease's next status, or None.
+
+        Sets event['_skip'] to a reason when the action must not run.
+        """
+        new = self._claim_status(event, lease)
+        if new is not None:
+            status.check_transition(status.LEASE, lease['status'], new)
+        return new
+
+    def _claim_status(self, event, lease):
+        etype, current = event['event_type'], lease['status']
+        event['_skip'] = None
+        if etype == _T.START_LEASE:
+            if current == _L.PENDING:
+                return _L.STARTING
+            if current != _L.STARTING:     # STARTING: resume a start
+                event['_skip'] = 'the lease is %s' % current
+        elif etype == _T.END_LEASE:
+            if current == _L.TERMINATED:
+                event['_skip'] = 'the lease is already TERMINATED'
+            elif current != _L.TERMINATING:
+                if status.can_transition(status.LEASE, current,
+                                         _L.TERMINATING):
+                    return _L.TERMINATING
+                event['_skip'] = 'the lease is %s' % current
+        elif etype == _T.BEFORE_END_LEASE:
+            if current != _L.ACTIVE:
+                event['_skip'] = 'the lease is %s, not ACTIVE' % current
+        return None
+
+    def _record(self):
+        """Write finished results; then send their notifications."""
+        with self._lock:
+            finished, self._finished = self._finished, []
+        if not finished:
+            return
+        try:
+            applied = set(db_api.engine_complete_events(
+                self.db, self.engine_id, [j.result for j in finished]))
+        except Exception:
+            with self._lock:
+                self._finished[:0] = finished
+            raise
+        with self._lock:
+            for job in finished:
+                self._jobs.pop(job.event['id'], None)
+        # One line per batch (failures and retries have their own).
+        outcome = collections.Counter(
+            (j.event['event_type'], j.result['status']) for j in finished
+            if j.event['id'] in applied)
+        LOG.info('Lease engine %(id)s recorded %(n)d event results: '
+                 '%(outcome)s', {'id': self.engine_id, 'n': len(applied),
+                                 'outcome': ', '.join(
+                                     '%s %s: %d' % (t, st, n) for (t, st), n
+                                     in sorted(outcome.items()))})
+        for job in finished:
+            if job.event['id'] not in applied:
+                LOG.warning('Event %(id)s (%(type)s of lease %(lease)s): '
+                            'the claim of %(me)s was taken over, result '
+                            'dropped', {'id': job.event['id'],
+                                        'type': job.event['event_type'],
+                                        'lease': job.event['lease_id'],
+                                        'me': self.engine_id})
+                continue
+            for event_type, lease in job.notices:
+                self._notify_later(event_type, lease)
+
+    def _recover(self, force=False):
+        now = timeutils.utcnow()
+        interval = min(self.opts.engine_claim_timeout / 2.0, 10.0)
+        last = self._last_recovery
+        if not force and last is not None and (
+                time.monotonic() - last < interval):
+            return
+        self._last_recovery = time.monotonic()
+        for event in db_api.engine_recover_events(
+                self.db, now, self.opts.engine_claim_timeout):
+            self.stats['recovered'] += 1
+            LOG.warning('Released the expired claim of %(by)s (at %(at)s) '
+                        'on %(type)s %(id)s of lease %(lease)s',
+                        {'by': event['claimed_by'],
+                         'at': event['claimed_at'],
+                         'type': event['event_type'], 'id': event['id'],
+                         'lease': event['lease_id']})
+
+    def _refresh(self):
+        now = timeutils.utcnow()
+        every = datetime.timedelta(
+            seconds=self.opts.engine_claim_timeout / 3.0)
+        if now - self._last_refresh < every:
+            return
+        ids = [j.event['id'] for j in self._unfinished()]
+        if ids:
+            db_api.engine_refresh_claims(self.db, self.engine_id, ids, now)
+        self._last_refresh = now
+
+    def _shutdown(self):
+        with self._lock:
+            if self._shutting_down:
+                return
+            self._shutting_down = True
+        _ENGINES.discard(self)
+        with self._lock:
+            for job in self._jobs.values():
+                if job.state == 'queued':
+                    job.state = 'cancelled'
+        self._pool.shutdown(cancel=True)
+        deadline = time.monotonic() + self.opts.engine_shutdown_timeout
+        while True:
+            running = [j for j in self._unfinished()
+                       if j.state == 'running']
+            if not running or time.monotonic() >= deadline:
+                break
+            self._wakeup.wait(0.1)
+            self._wakeup.clear()
+        for attempt in range(3):
+            try:
+                self._record()
+                left = [j.event['id'] for j in self._unfinished()]
+                if left:
+                    released = db_api.engine_release_events(
+                        self.db, self.engine_id, left,
+                        'engine %s stopped before the action finished'
+                        % self.engine_id)
+                    self.stats['released'] += len(released)
+                    LOG.warning('Released %d unfinished claims',
+                                len(released))
+                break
+            except Exception as e:
+                LOG.warning('Could not record/release claims at stop '
+                            '(%s); they expire after engine_claim_timeout',
+                            e)
+                time.sleep(0.5)
+        self._notify_pool.shutdown(cancel=False)
+        self._notify_pool.join(10)
+        self._stopped.set()
+
+    # -- actions (worker threads) -----------------------------------------
+
+    def _execute(self, job):
+        with self._lock:
+            if job.state != 'queued':
+                return
+            job.state = 'running'
+        event = job.event
+        lease = event['lease']
+        try:
+            if event.get('_skip'):
+                self.stats['skipped'] += 1
+                LOG.info('Skipped %(type)s of lease %(lease)s: %(why)s',
+                         {'type': event['event_type'],
+                          'lease': lease['id'], 'why': event['_skip']})
+                result = self._result(event, _E.DONE,
+                                      last_error='skipped: %s'
+                                      % event['_skip'])
+                notices = ()
+            else:
+                try:
+                    self._act(job, event, lease)
+                except Exception as e:
+                    result, notices = self._failure(event, lease, e)
+                else:
+                    result, notices = self._success(event, lease)
+        except Exception as e:     # a bug: keep the claim, say so
+            LOG.exception('Engine error on event %s', event['id'])
+            result, notices = self._failure(event, lease, e)
+        with self._lock:
+            if job.state == 'timed_out':
+                LOG.warning('%(type)s of lease %(lease)s finished after its '
+                            'time-out; result dropped',
+                            {'type': event['event_type'],
+                             'lease': lease['id']})
+                return _RETIRE
+            job.notices = notices
+            job.result = result
+            self._finished.append(job)
+        self._wakeup.set()
+
+    def _max_retries(self, lease):
+        retries = lease.get('retries')
+        return self.opts.max_retries if retries is None else retries
+
+    def _act(self, job, event, lease):
+        etype = event['event_type']
+        limit = self._max_retries(lease) + 1
+        if event['attempts'] > limit:
+            raise GaveUp(attempts=event['attempts'] - 1,
+                         error=event.get('last_error') or 'none recorded')
+        method = ACTIONS.get(etype)
+        if method is None:
+            raise exception.NovaLeaseException(
+                'unknown event type %s' % etype)
+        LOG.debug('Running %(type)s of lease %(lease)s (%(name)s), '
+                  'attempt %(n)d', {'type': etype, 'lease': lease['id'],
+                                    'name': lease.get('name'),
+                                    'n': event['attempts']})
+        for reservation in lease.get('reservations') or ():
+            if reservation.get('status') == _R.DELETED:
+                continue
+            rtype = reservation.get('resource_type')
+            what = ('%s of %s reservation %s (resource %s)'
+                    % (method, rtype, reservation['id'],
+                       reservation.get('resource_id')))
+            plugin = self.plugins.get(rtype)
+            if plugin is None:
+                raise NoPlugin(type=rtype)
+            job.call_what = what
+            job.call_started = time.monotonic()
+            try:
+                getattr(plugin, method)(lease, reservation)
+            except Exception as e:
+                raise plugin_base.PluginError(
+                    reason='%s failed: %s' % (what, e)) from e
+            finally:
+                job.call_started = None
+        if etype == _T.BEFORE_END_LEASE:
+            self._send(notifications.BEFORE_END, lease)
+
+    def _result(self, event, event_status, **extra):
+        result = {'event_id': event['id'], 'lease_id': event['lease_id'],
+                  'status': str(event_status)}
+        result.update(extra)
+        return result
+
+    def _success(self, event, lease):
+        etype = event['event_type']
+        self.stats['done'] += 1
+        extra = {}
+        new = None
+        if etype == _T.START_LEASE:
+            new = _L.ACTIVE
+            extra = {'lease_status': str(new),
+                     'lease_expected': [str(_L.STARTING)],
+                     'status_reason': None,
+                     'reservation_status': str(_R.ACTIVE),
+                     'reservation_expected': [str(_R.PENDING)]}
+        elif etype == _T.END_LEASE:
+            new = _L.TERMINATED
+            extra = {'lease_status': str(new),
+                     'lease_expected': [str(_L.TERMINATING)],
+                     'status_reason': None,
+                     'reservation_status': str(_R.DELETED),
+                     'reservation_expected': _sources(status.RESERVATION,
+                                                      _R.DELETED)}
+        notices = ()
+        if etype in _SUCCESS_NOTICES:
+            notices = ((_SUCCESS_NOTICES[etype],
+                        dict(lease, status=str(new), status_reason=None)),)
+        LOG.debug('%(type)s of lease %(lease)s done',
+                  {'type': etype, 'lease': lease['id']})
+        return self._result(event, _E.DONE, **extra), notices
+
+    def _failure(self, event, lease, error):
+        etype = event['event_type']
+        attempts = event['attempts']
+        retries = self._max_retries(lease)
+        message = str(error) or type(error).__name__
+        now = timeutils.utcnow()
+        if attempts <= retries and not isinstance(error, GaveUp):
+            self.stats['retried'] += 1
+            delay = self.opts.retry_interval * 2 ** (attempts - 1)
+            at = now + datetime.timedelta(seconds=delay)
+            reason = ('%s failed (attempt %d of %d), retrying at %s UTC: %s'
+                      % (etype, attempts, retries + 1,
+                         at.strftime('%Y-%m-%d %H:%M:%S'), message))
+            LOG.warning('Lease %(lease)s: %(reason)s',
+                        {'lease': lease['id'], 'reason': reason})
+            extra = {'last_error': message, 'next_attempt_at': at,
+                     'status_reason': reason}
+            if etype == _T.START_LEASE:
+                extra.update(lease_status=str(_L.PENDING),
+                             lease_expected=[str(_L.STARTING)])
+            return self._result(event, _E.UNDONE, **extra), ()
+        self.stats['failed'] += 1
+        reason = ('%s failed %d time(s), giving up: %s. Fix the cause, then '
+                  'retry by setting event %s back to UNDONE%s.'
+                  % (etype, attempts, message, event['id'],
+                     ' (and the lease back to PENDING)'
+                     if etype == _T.START_LEASE else ''))
+        LOG.error('Lease %(lease)s is now ERROR: %(reason)s',
+                  {'lease': lease['id'], 'reason': reason})
+        extra = {'last_error': message, 'status_reason': reason,
+                 'lease_status': str(_L.ERROR),
+                 'lease_expected': _sources(status.LEASE, _L.ERROR),
+                 'reservation_status': str(_R.ERROR),
+                 'reservation_expected': _sources(status.RESERVATION,
+                                                  _R.ERROR)}
+        notices = ((notifications.ERROR,
+                    dict(lease, status=str(_L.ERROR),
+                         status_reason=reason)),)
+        return self._result(event, _E.ERROR, **extra), notices
+
+    # -- notifications ----------------------------------------------------
+
+    def _send(self, event_type, lease):
+        if self.notifier is not None:
+            self.notifier.notify(event_type, lease)
+
+    def _notify_later(self, event_type, lease):
+        if self.notifier is None:
+            return
+        try:
+            self._notify_pool.submit(self._send, event_type, lease)
+        except RuntimeError:      # shutting down: send it here
+            self._send(event_type, lease)

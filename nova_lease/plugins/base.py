@@ -1,0 +1,132 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""The resource plugin interface, and how plugins are loaded.
+
+A resource plugin acts on one kind of reserved resource (its
+``resource_type``, e.g. ``virtual:instance``). The engine calls it for
+every reservation of that type when a lease event fires:
+
+============================  ===========================================
+``reserve(lease, res)``       the lease was recorded (optional work)
+``on_start(lease, res)``      ``start_lease``: make the resource usable
+``before_end(lease, res)``    ``before_end_lease``: warn / prepare
+``on_end(lease, res)``        ``end_lease``: reclaim the resource
+``cancel(lease, res)``        the lease is deleted: release everything
+============================  ===========================================
+
+``lease`` and ``res`` are plain dicts (the database rows). Every method
+must be idempotent: it may run again after a time-out, a crash of the
+engine, or a retry (unshelving an ACTIVE server, deleting a deleted one is
+a success). A method reports failure by raising; the engine retries with
+back-off and finally puts the event and the lease in ERROR, with the
+exception's message in the lease's status_reason, so make that message say
+what failed and on which resource.
+
+Plugins are found with stevedore in the ``nova_lease.resource_plugins``
+entry point namespace; ``[nova_lease] resource_plugins`` lists the names to
+load. A plugin class is built as ``cls(conf)``.
+"""
+
+import abc
+
+from oslo_log import log as logging
+from stevedore import named
+
+from nova_lease import exception
+
+LOG = logging.getLogger(__name__)
+
+NAMESPACE = 'nova_lease.resource_plugins'
+
+
+class PluginNotFound(exception.NotFound):
+    msg_fmt = ('Resource plugin %(name)s is not installed (no entry point '
+               'in the %(namespace)s namespace).')
+
+
+class PluginError(exception.NovaLeaseException):
+    """A plugin action failed; the message says what and where."""
+
+    msg_fmt = '%(reason)s'
+
+
+class ResourcePlugin(metaclass=abc.ABCMeta):
+    """Base class of resource plugins."""
+
+    #: The reservation resource_type this plugin handles.
+    resource_type = None
+
+    def __init__(self, conf):
+        self.conf = conf
+
+    def reserve(self, lease, reservation):
+        """The lease has just been recorded. Nothing by default."""
+
+    @abc.abstractmethod
+    def on_start(self, lease, reservation):
+        """Make the reserved resource available to the lease's project."""
+
+    def before_end(self, lease, reservation):
+        """The lease ends soon. Nothing by default (the engine notifies)."""
+
+    @abc.abstractmethod
+    def on_end(self, lease, reservation):
+        """Take the resource back at the end of the lease."""
+
+    def cancel(self, lease, reservation):
+        """The lease is deleted: release the resource. Same as on_end."""
+        return self.on_end(lease, reservation)
+
+    def close(self):
+        """Release what the plugin holds (sessions, threads)."""
+
+
+def load_plugins(conf, names=None, strict=False):
+    """Load the enabled plugins; return {resource_type: plugin}.
+
+    ``names`` defaults to ``[nova_lease] resource_plugins``. A name without
+    an entry point is logged and skipped unless ``strict``: the events of
+    leases that need it then fail with a reason that names the option.
+
+    :raises PluginNotFound: ``strict`` and a name has no entry point.
+    """
+    names = list(conf.nova_lease.resource_plugins if names is None
+                 else names)
+    if not names:
+        return {}
+    missing = []
+
+    def _missing(entrypoints):
+        missing.extend(entrypoints)
+
+    def _failed(manager, entrypoint, exc):
+        raise PluginError(reason='resource plugin %s failed to load: %s'
+                          % (entrypoint.name, exc)) from exc
+
+    manager = named.NamedExtensionManager(
+        NAMESPACE, names, invoke_on_load=True, invoke_args=(conf,),
+        name_order=True, on_missing_entrypoints_callback=_missing,
+        on_load_failure_callback=_failed)
+    if missing:
+        if strict:
+            raise PluginNotFound(name=', '.join(sorted(missing)),
+                                 namespace=NAMESPACE)
+        LOG.error('Resource plugins %(names)s listed in [nova_lease] '
+                  'resource_plugins are not installed; leases that use '
+                  'them will fail', {'names': ', '.join(sorted(missing))})
+    plugins = {}
+    for ext in manager.extensions:
+        rtype = ext.obj.resource_type or ext.name
+        plugins[rtype] = ext.obj
+        LOG.info('Loaded resource plugin %(name)s for %(type)s',
+                 {'name': ext.name, 'type': rtype})
+    return plugins

@@ -1,0 +1,244 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""The physical:host resource plugin: the engine's side of host leases.
+
+The hosts of a reservation are its allocations in the side database
+(chosen by the lease API, nova_lease.hosts). The plugin moves them between
+Nova host aggregates through the compute API (nova_lease.compute):
+
+* ``on_start``: find or create the reservation's aggregate, named
+  :func:`aggregate_name` (``reservation-<reservation id>``), with the
+  metadata :data:`META_RESERVATION` (reservation id), :data:`META_LEASE`
+  (lease id) and :data:`META_PROJECT` (owner project); add each host to
+  it, then remove it from the free pool (``[nova_lease]
+  freepool_aggregate``) -- in that order, so that a host is never outside
+  both; record the aggregate id on the reservation.
+* ``on_end`` / ``cancel``: delete (or, with the lease's ``on_end`` or
+  ``[nova_lease] on_end`` = ``shelve``, shelve-offload) every server still
+  on the hosts, wait until they are gone, add the hosts back to the free
+  pool, remove them from the reservation's aggregate and delete it.
+
+Every step looks before it acts, so a retried or repeated start or end
+does nothing twice and fails on nothing already done.
+"""
+
+from oslo_log import log as logging
+
+from nova_lease import compute
+from nova_lease.db import api as db_api
+from nova_lease.plugins import base
+
+LOG = logging.getLogger(__name__)
+
+RESOURCE_TYPE = 'physical:host'
+AGGREGATE_PREFIX = 'reservation-'
+#: Metadata keys of a reservation's aggregate (read by LeaseFilter).
+META_RESERVATION = 'nova_lease_reservation_id'
+META_LEASE = 'nova_lease_lease_id'
+META_PROJECT = 'nova_lease_project_id'
+
+_SHELVED = ('SHELVED', 'SHELVED_OFFLOADED')
+
+
+def aggregate_name(reservation_id):
+    """The name of the Nova aggregate of a host reservation."""
+    return AGGREGATE_PREFIX + reservation_id
+
+
+class HostPlugin(base.ResourcePlugin):
+    resource_type = RESOURCE_TYPE
+
+    def __init__(self, conf, compute_client=None, db=None):
+        super().__init__(conf)
+        self._compute = compute_client
+        self._db = db
+
+    @property
+    def compute(self):
+        if self._compute is None:
+            self._compute = compute.ComputeClient.from_conf(self.conf)
+        return self._compute
+
+    @compute.setter
+    def compute(self, client):
+        self._compute = client
+
+    @property
+    def db(self):
+        if self._db is None:
+            self._db = db_api.get_database(self.conf)
+        return self._db
+
+    @property
+    def _timeout(self):
+        return self.conf.nova_lease.plugin_call_timeout
+
+    # -- helpers ------------------------------------------------------------
+
+    def _hosts(self, reservation):
+        """Compute service hosts of the reservation, from its allocations."""
+        names = sorted({a['host'] for a in db_api.allocation_list(
+            self.db, reservation_id=reservation['id'])})
+        services = []
+        for name in names:
+            try:
+                host = db_api.host_get_by_hostname(self.db, name)
+                services.append(host.get('service_host') or name)
+            except db_api.HostNotFound:
+                # Unregistered since: its compute service is named alike
+                # on most drivers.
+                services.append(name)
+        return services
+
+    def _aggregates(self):
+        return {a['name']: a for a in self.compute.list_aggregates()}
+
+    def _freepool(self, aggregates, create=False):
+        name = self.conf.nova_lease.freepool_aggregate
+        pool = aggregates.get(name)
+        if pool is None and create:
+            try:
+                pool = self.compute.create_aggregate(name)
+            except compute.ComputeConflict:
+                pool = self._aggregates().get(name)
+        return pool
+
+    # -- actions ------------------------------------------------------------
+
+    def on_start(self, lease, reservation):
+        hosts = self._hosts(reservation)
+        if not hosts:
+            raise base.PluginError(
+                reason='host reservation %s of lease %s has no allocated '
+                       'hosts' % (reservation['id'], lease['id']))
+        name = aggregate_name(reservation['id'])
+        aggregates = self._aggregates()
+        aggregate = aggregates.get(name)
+        if aggregate is None:
+            LOG.info('Creating aggregate %(name)s for lease %(lease)s',
+                     {'name': name, 'lease': lease['id']})
+            try:
+                aggregate = self.compute.create_aggregate(name)
+            except compute.ComputeConflict:
+                aggregate = self._aggregates()[name]
+        metadata = {META_RESERVATION: reservation['id'],
+                    META_LEASE: lease['id'],
+                    META_PROJECT: lease['project_id']}
+        current = aggregate.get('metadata') or {}
+        if any(current.get(k) != v for k, v in metadata.items()):
+            aggregate = self.compute.set_aggregate_metadata(aggregate['id'],
+                                                            metadata)
+        if reservation.get('aggregate_id') != aggregate['id']:
+            db_api.reservation_update(self.db, reservation['id'],
+                                      {'aggregate_id': aggregate['id']})
+        pool = self._freepool(aggregates)
+        for host in hosts:
+            if host not in (aggregate.get('hosts') or []):
+                LOG.info('Moving host %(host)s into %(name)s',
+                         {'host': host, 'name': name})
+                try:
+                    aggregate = self.compute.add_aggregate_host(
+                        aggregate['id'], host)
+                except compute.ComputeConflict:
+                    LOG.info('Host %s is already in %s', host, name)
+            if pool is not None and host in (pool.get('hosts') or []):
+                try:
+                    pool = self.compute.remove_aggregate_host(pool['id'],
+                                                              host)
+                except compute.ComputeNotFound:
+                    LOG.info('Host %s already left the free pool', host)
+
+    def on_end(self, lease, reservation):
+        action = lease.get('on_end') or self.conf.nova_lease.on_end
+        self._release(lease, reservation, action)
+
+    def cancel(self, lease, reservation):
+        self._release(lease, reservation, 'delete')
+
+    def _release(self, lease, reservation, action):
+        hosts = self._hosts(reservation)
+        name = aggregate_name(reservation['id'])
+        for host in hosts:
+            self._clear_host(lease, host, action)
+        aggregates = self._aggregates()
+        aggregate = aggregates.get(name)
+        pool = self._freepool(aggregates, create=True)
+        for host in hosts:
+            if host not in (pool.get('hosts') or []):
+                LOG.info('Returning host %(host)s to the free pool',
+                         {'host': host})
+                try:
+                    pool = self.compute.add_aggregate_host(pool['id'], host)
+                except compute.ComputeConflict:
+                    LOG.info('Host %s is already in the free pool', host)
+            if aggregate is not None and host in (aggregate.get('hosts')
+                                                  or []):
+                try:
+                    aggregate = self.compute.remove_aggregate_host(
+                        aggregate['id'], host)
+                except compute.ComputeNotFound:
+                    pass
+        if aggregate is not None:
+            # A host not ours (added by hand) would keep the aggregate.
+            for host in aggregate.get('hosts') or []:
+                self.compute.remove_aggregate_host(aggregate['id'], host)
+            LOG.info('Deleting aggregate %(name)s of lease %(lease)s',
+                     {'name': name, 'lease': lease['id']})
+            self.compute.delete_aggregate(aggregate['id'])
+
+    def _clear_host(self, lease, host, action):
+        listed = self.compute.list_servers(all_projects=True, host=host)
+        # Nova drops admin-only filters (host, all_tenants) for a user
+        # who is not an admin: never act on a server not seen on the host.
+        servers = [s for s in listed
+                   if s.get('OS-EXT-SRV-ATTR:host') == host]
+        if len(servers) != len(listed):
+            LOG.warning('%(n)d server(s) listed for host %(host)s are not '
+                        'on it (is the engine\'s service user an admin?); '
+                        'left alone', {'n': len(listed) - len(servers),
+                                       'host': host})
+        for server in servers:
+            server_id = server['id']
+            status = server.get('status')
+            if action == 'shelve':
+                if status in _SHELVED:
+                    if status == 'SHELVED':
+                        self.compute.shelve_offload_server(server_id)
+                    continue
+                LOG.info('Shelving server %(server)s on host %(host)s at '
+                         'the end of lease %(lease)s',
+                         {'server': server_id, 'host': host,
+                          'lease': lease['id']})
+                try:
+                    self.compute.shelve_server(server_id)
+                except compute.ComputeConflict:
+                    LOG.info('Server %s is already changing state',
+                             server_id)
+            else:
+                LOG.info('Deleting server %(server)s on host %(host)s at '
+                         'the end of lease %(lease)s',
+                         {'server': server_id, 'host': host,
+                          'lease': lease['id']})
+                self.compute.delete_server(server_id)
+        for server in servers:
+            if action == 'shelve':
+                found = self.compute.wait_for_server(
+                    server['id'], _SHELVED, self._timeout, gone_ok=True)
+                if found is not None and found['status'] == 'SHELVED':
+                    self.compute.shelve_offload_server(server['id'])
+                    self.compute.wait_for_server(
+                        server['id'], ('SHELVED_OFFLOADED',), self._timeout,
+                        gone_ok=True)
+            else:
+                self.compute.wait_for_server(server['id'], (),
+                                             self._timeout, gone_ok=True,
+                                             fail_statuses=())

@@ -1,0 +1,154 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""The virtual:instance resource plugin: the engine's side of VM leases.
+
+* ``on_start``: unshelve the server (a server that is already ACTIVE is a
+  success; one still building is waited for), then set its metadata
+  ``lease_status=active`` and remove its ``reserved`` tag.
+* ``before_end``: nothing (the engine sends the ``lease.before_end``
+  notification).
+* ``on_end``: the lease's ``on_end`` (``[nova_lease] on_end`` by default):
+  ``delete`` the server (already gone is a success) or ``shelve`` it
+  (metadata ``lease_status=terminated``, set before shelving since Nova
+  refuses metadata changes of shelved servers; then shelved-offloaded).
+* ``cancel``: the lease was deleted: delete the server.
+
+Every step is idempotent and waits, at most ``[nova_lease]
+plugin_call_timeout`` seconds, until Nova has done it.
+"""
+
+from oslo_log import log as logging
+
+from nova_lease import compute
+from nova_lease.plugins import base
+
+LOG = logging.getLogger(__name__)
+
+RESOURCE_TYPE = 'virtual:instance'
+RESERVED_TAG = 'reserved'
+METADATA_STATUS = 'lease_status'
+
+_SHELVED = ('SHELVED', 'SHELVED_OFFLOADED')
+# Stable statuses in which the user has the server: nothing to unshelve.
+_USABLE = ('ACTIVE', 'SHUTOFF', 'PAUSED', 'SUSPENDED', 'RESCUE',
+           'VERIFY_RESIZE')
+
+
+class InstancePlugin(base.ResourcePlugin):
+    resource_type = RESOURCE_TYPE
+
+    def __init__(self, conf, compute_client=None):
+        super().__init__(conf)
+        self._compute = compute_client
+
+    @property
+    def compute(self):
+        if self._compute is None:
+            self._compute = compute.ComputeClient.from_conf(self.conf)
+        return self._compute
+
+    @compute.setter
+    def compute(self, client):
+        self._compute = client
+
+    @property
+    def _timeout(self):
+        return self.conf.nova_lease.plugin_call_timeout
+
+    @staticmethod
+    def _server_id(lease, reservation):
+        server_id = reservation.get('resource_id')
+        if not server_id:
+            raise base.PluginError(
+                reason='reservation %s of lease %s has no server id; the '
+                       'server was never linked to the lease'
+                       % (reservation.get('id'), lease.get('id')))
+        return server_id
+
+    def _stable(self, server_id, wanted):
+        """Wait until the server has no task and is in a known state."""
+        return self.compute.wait_for_server(server_id, wanted,
+                                            self._timeout)
+
+    def on_start(self, lease, reservation):
+        server_id = self._server_id(lease, reservation)
+        try:
+            server = self._stable(server_id, _USABLE + _SHELVED)
+        except compute.ServerNotFound:
+            raise base.PluginError(
+                reason='server %s of lease %s (%s) no longer exists; it '
+                       'cannot be started' % (server_id, lease['id'],
+                                              lease.get('name'))) from None
+        if server['status'] in _SHELVED:
+            LOG.info('Unshelving server %(server)s for lease %(lease)s',
+                     {'server': server_id, 'lease': lease['id']})
+            try:
+                self.compute.unshelve_server(server_id)
+            except compute.ComputeConflict:
+                # Already being unshelved (an earlier attempt): wait.
+                LOG.info('Server %s is already changing state', server_id)
+            # A failed unshelve (no valid host) puts the server back in
+            # SHELVED_OFFLOADED without a task: that is a failure.
+            self.compute.wait_for_server(
+                server_id, ('ACTIVE',), self._timeout,
+                fail_statuses=('ERROR',) + _SHELVED)
+        self.compute.set_server_metadata(server_id,
+                                         {METADATA_STATUS: 'active'})
+        self.compute.delete_server_tag(server_id, RESERVED_TAG)
+
+    def before_end(self, lease, reservation):
+        """Nothing: the engine notifies lease.before_end."""
+
+    def on_end(self, lease, reservation):
+        action = lease.get('on_end') or self.conf.nova_lease.on_end
+        if action == 'shelve':
+            self._shelve(lease, reservation)
+        else:
+            self._delete(lease, reservation)
+
+    def cancel(self, lease, reservation):
+        self._delete(lease, reservation)
+
+    def _delete(self, lease, reservation):
+        server_id = self._server_id(lease, reservation)
+        LOG.info('Deleting server %(server)s at the end of lease %(lease)s',
+                 {'server': server_id, 'lease': lease['id']})
+        if self.compute.delete_server(server_id):
+            self.compute.wait_for_server(server_id, (), self._timeout,
+                                         gone_ok=True, fail_statuses=())
+
+    def _shelve(self, lease, reservation):
+        server_id = self._server_id(lease, reservation)
+        try:
+            server = self._stable(server_id,
+                                  _USABLE + _SHELVED + ('ERROR',))
+        except compute.ServerNotFound:
+            LOG.info('Server %(server)s of lease %(lease)s is already gone',
+                     {'server': server_id, 'lease': lease['id']})
+            return
+        if server['status'] not in _SHELVED:
+            # Nova refuses metadata changes of shelved servers: first.
+            if server['status'] in _USABLE:
+                self.compute.set_server_metadata(
+                    server_id, {METADATA_STATUS: 'terminated'})
+            LOG.info('Shelving server %(server)s at the end of lease '
+                     '%(lease)s', {'server': server_id, 'lease': lease['id']})
+            try:
+                self.compute.shelve_server(server_id)
+            except compute.ComputeConflict:
+                LOG.info('Server %s is already changing state', server_id)
+            server = self.compute.wait_for_server(server_id, _SHELVED,
+                                                  self._timeout)
+        if server['status'] == 'SHELVED':
+            self.compute.shelve_offload_server(server_id)
+            self.compute.wait_for_server(server_id, ('SHELVED_OFFLOADED',),
+                                         self._timeout)

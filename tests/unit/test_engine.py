@@ -1,0 +1,301 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""The event engine on an in-memory SQLite database, with the noop plugin.
+
+(SQLite in memory is not a database server: these stay fast.)
+"""
+
+# Select oslo.service's threading backend before oslo.messaging (imported
+# by the engine's notifications) loads the eventlet one.
+from oslo_service import backend as _service_backend
+if _service_backend.get_backend_type() is None:
+    _service_backend.init_backend(_service_backend.BackendType.THREADING)
+
+import datetime  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+
+import fixtures  # noqa: E402
+from oslo_config import cfg  # noqa: E402
+from oslo_utils import fixture as utils_fixture  # noqa: E402
+import testtools  # noqa: E402
+
+from nova_lease import conf as lease_conf  # noqa: E402
+from nova_lease.db import api as db_api  # noqa: E402
+from nova_lease.db import migration  # noqa: E402
+from nova_lease.periodic import engine as lease_engine  # noqa: E402
+from nova_lease.periodic import events as lease_events  # noqa: E402
+from nova_lease.plugins import base as plugin_base  # noqa: E402
+from nova_lease.plugins import noop  # noqa: E402
+
+T0 = datetime.datetime(2030, 3, 1, 10, 0)
+
+
+def _conf(**overrides):
+    conf = cfg.ConfigOpts()
+    for name in ('nova_lease', 'nova_lease_auth'):
+        conf.register_group(cfg.OptGroup(name))
+    lease_conf.register_opts(conf)
+    noop.register_opts(conf)
+    conf([])
+    conf.set_override('resource_plugins', ['noop'], 'nova_lease')
+    conf.set_override('retry_interval', 10, 'nova_lease')
+    conf.set_override('max_retries', 2, 'nova_lease')
+    for key, value in overrides.items():
+        group = 'nova_lease_noop' if key in ('fail_first', 'delay',
+                                             'block_file') else 'nova_lease'
+        conf.set_override(key, value, group)
+    return conf
+
+
+class LeaseEventsTest(testtools.TestCase):
+
+    def test_start_before_end_end(self):
+        events = lease_events.lease_events(
+            T0, T0 + datetime.timedelta(hours=2),
+            T0 + datetime.timedelta(hours=1))
+        self.assertEqual(
+            [('start_lease', T0),
+             ('before_end_lease', T0 + datetime.timedelta(hours=1)),
+             ('end_lease', T0 + datetime.timedelta(hours=2))],
+            [(e['event_type'], e['time']) for e in events])
+        self.assertEqual({'UNDONE'}, {e['status'] for e in events})
+
+    def test_before_end_clamped_to_start_and_optional(self):
+        events = lease_events.lease_events(
+            T0, T0 + datetime.timedelta(minutes=30),
+            T0 - datetime.timedelta(minutes=30))
+        self.assertEqual(T0, events[1]['time'])
+        self.assertEqual(['start_lease', 'end_lease'], [
+            e['event_type'] for e in lease_events.lease_events(
+                T0, T0 + datetime.timedelta(minutes=1))])
+        self.assertRaises(ValueError, lease_events.lease_events, T0, T0)
+
+
+class EngineTest(testtools.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.clock = self.useFixture(utils_fixture.TimeFixture(T0))
+        self.db = db_api.Database('sqlite://')
+        self.addCleanup(self.db.dispose)
+        migration.upgrade(self.db)
+
+    def _engine(self, **overrides):
+        engine = lease_engine.Engine(_conf(**overrides), db=self.db)
+        self.addCleanup(engine.close)
+        return engine
+
+    def _lease(self, start=T0, minutes=60, before_end=None, retries=None,
+               reservations=('noop',)):
+        end = start + datetime.timedelta(minutes=minutes)
+        return db_api.lease_create(
+            self.db, {'name': 'l', 'project_id': 'p', 'start_date': start,
+                      'end_date': end, 'status': 'PENDING',
+                      'retries': retries},
+            reservations=[{'resource_type': t, 'resource_id': 'r%d' % i}
+                          for i, t in enumerate(reservations)],
+            events=lease_events.lease_events(start, end, before_end))
+
+    def _get(self, lease):
+        return db_api.lease_get(self.db, lease['id'])
+
+    def _advance(self, **kwargs):
+        self.clock.advance_time_delta(datetime.timedelta(**kwargs))
+
+    def test_lifecycle(self):
+        engine = self._engine()
+        lease = self._lease(start=T0 + datetime.timedelta(minutes=1),
+                            before_end=T0 + datetime.timedelta(minutes=50))
+        self.assertEqual(0, engine.process_due())
+        self._advance(minutes=1)
+        self.assertEqual(1, engine.process_due())
+        got = self._get(lease)
+        self.assertEqual('ACTIVE', got['status'])
+        self.assertEqual('active', got['reservations'][0]['status'])
+        self._advance(minutes=60)
+        # before_end then end, in one call: the end waited for it.
+        self.assertEqual(2, engine.process_due())
+        got = self._get(lease)
+        self.assertEqual('TERMINATED', got['status'])
+        self.assertEqual('deleted', got['reservations'][0]['status'])
+        self.assertEqual(['DONE'] * 3, [e['status'] for e in got['events']])
+        self.assertEqual(3, engine.stats['done'])
+
+    def test_retry_with_backoff_then_success(self):
+        engine = self._engine(fail_first=2)
+        lease = self._lease()
+        engine.process_due()
+        got = self._get(lease)
+        self.assertEqual('PENDING', got['status'])
+        self.assertIn('start_lease failed (attempt 1 of 3), retrying at '
+                      '2030-03-01 10:00:10 UTC', got['status_reason'])
+        start = got['events'][0]
+        self.assertEqual(('UNDONE', 1, T0 + datetime.timedelta(seconds=10)),
+                         (start['status'], start['attempts'],
+                          start['next_attempt_at']))
+        self._advance(seconds=10)
+        engine.process_due()
+        start = self._get(lease)['events'][0]
+        self.assertEqual(T0 + datetime.timedelta(seconds=30),
+                         start['next_attempt_at'])     # 10 s, then 20 s
+        self._advance(seconds=19)
+        self.assertEqual(0, engine.process_due())
+        self._advance(seconds=1)
+        self.assertEqual(1, engine.process_due())
+        got = self._get(lease)
+        self.assertEqual(('ACTIVE', None),
+                         (got['status'], got['status_reason']))
+        self.assertEqual(3, got['events'][0]['attempts'])
+
+    def test_error_after_max_retries(self):
+        engine = self._engine(fail_first=100)
+        lease = self._lease(retries=1)     # the lease's own retries
+        self.addCleanup(engine.conf.clear_override, 'fail_first',
+                        'nova_lease_noop')
+        engine.process_due()
+        self._advance(seconds=10)
+        engine.process_due()
+        got = self._get(lease)
+        self.assertEqual('ERROR', got['status'])
+        self.assertEqual('error', got['reservations'][0]['status'])
+        start = got['events'][0]
+        self.assertEqual(('ERROR', 2), (start['status'], start['attempts']))
+        self.assertIn('start_lease failed 2 time(s), giving up: on_start of '
+                      'noop reservation', got['status_reason'])
+        self.assertIn('failed on purpose', got['status_reason'])
+        self.assertIn('setting event %s back to UNDONE' % start['id'],
+                      got['status_reason'])
+        # The end still runs and ends the lease.
+        engine.conf.set_override('fail_first', 0, 'nova_lease_noop')
+        self._advance(minutes=60)
+        engine.process_due()
+        self.assertEqual('TERMINATED', self._get(lease)['status'])
+
+    def test_missing_plugin_is_an_actionable_error(self):
+        engine = self._engine(max_retries=0)
+        lease = self._lease(reservations=('physical:host',))
+        engine.process_due()
+        got = self._get(lease)
+        self.assertEqual('ERROR', got['status'])
+        self.assertIn('no resource plugin handles physical:host '
+                      'reservations: add it to [nova_lease] '
+                      'resource_plugins', got['status_reason'])
+
+    def test_plugin_call_timeout(self):
+        engine = self._engine(plugin_call_timeout=1, delay=3.0,
+                              max_retries=0)
+        lease = self._lease()
+        began = time.monotonic()
+        engine.process_due()
+        self.assertLess(time.monotonic() - began, 2.9)
+        got = self._get(lease)
+        self.assertEqual('ERROR', got['status'])
+        self.assertIn('did not finish within 1 s ([nova_lease] '
+                      'plugin_call_timeout)', got['status_reason'])
+
+    def test_deleted_lease_start_is_skipped(self):
+        engine = self._engine()
+        lease = self._lease()
+        db_api.lease_update(self.db, lease['id'], {'status': 'TERMINATED'})
+        engine.process_due()
+        start = self._get(lease)['events'][0]
+        self.assertEqual('DONE', start['status'])
+        self.assertIn('skipped: the lease is TERMINATED',
+                      start['last_error'])
+        self.assertEqual(1, engine.stats['skipped'])
+
+    def test_stale_claim_recovered(self):
+        engine = self._engine(engine_claim_timeout=60)
+        lease = self._lease()
+        db_api.engine_claim_events(self.db, 'dead-engine', T0, 10,
+                                   on_claim=lambda event, lease: 'STARTING')
+        self.assertEqual(0, engine.process_due())
+        self._advance(seconds=61)
+        self.assertEqual(1, engine.process_due())
+        got = self._get(lease)
+        self.assertEqual('ACTIVE', got['status'])
+        self.assertEqual((engine.engine_id, 2),
+                         (got['events'][0]['claimed_by'],
+                          got['events'][0]['attempts']))
+
+    def test_gives_up_on_an_event_that_kills_engines(self):
+        # Claimed and abandoned over and over (the engines died).
+        engine = self._engine(max_retries=2)
+        lease = self._lease()
+        start = self._get(lease)['events'][0]
+        db_api.event_update(self.db, start['id'], {
+            'attempts': 3, 'last_error': 'claim by e3 expired'})
+        engine.process_due()
+        got = self._get(lease)
+        self.assertEqual('ERROR', got['status'])
+        self.assertIn('started 3 times without finishing', got[
+            'status_reason'])
+        self.assertIn('claim by e3 expired', got['status_reason'])
+
+    def test_run_sleeps_until_due_and_wakes(self):
+        engine = self._engine(engine_max_sleep=30)
+        thread = threading.Thread(target=engine.run, daemon=True)
+        thread.start()
+        self.addCleanup(thread.join, 10)
+        self.addCleanup(engine.stop)
+        lease = self._lease(start=T0 + datetime.timedelta(minutes=5))
+        lease_engine.wake_all()     # a lease was created in-process
+        time.sleep(0.3)
+        self.assertEqual('PENDING', self._get(lease)['status'])
+        self._advance(minutes=5)
+        engine.wake()
+        deadline = time.monotonic() + 10
+        while (self._get(lease)['status'] != 'ACTIVE'
+               and time.monotonic() < deadline):
+            time.sleep(0.05)
+        self.assertEqual('ACTIVE', self._get(lease)['status'])
+        engine.stop()
+        thread.join(10)
+        self.assertFalse(thread.is_alive())
+
+    def test_stop_releases_running_claims(self):
+        block = self.useFixture(fixtures.TempDir()).join('block')
+        open(block, 'w').close()
+        engine = self._engine(block_file=block, engine_shutdown_timeout=0)
+        lease = self._lease()
+        thread = threading.Thread(target=engine.run, daemon=True)
+        thread.start()
+        deadline = time.monotonic() + 10
+        while (self._get(lease)['status'] != 'STARTING'
+               and time.monotonic() < deadline):
+            time.sleep(0.05)
+        engine.stop()
+        thread.join(10)
+        start = self._get(lease)['events'][0]
+        self.assertEqual(('UNDONE', None, 0),
+                         (start['status'], start['claimed_by'],
+                          start['attempts']))
+        self.assertEqual(1, engine.stats['released'])
+
+
+class PluginLoadingTest(testtools.TestCase):
+
+    def test_entry_points(self):
+        conf = _conf()
+        plugins = plugin_base.load_plugins(conf, ['noop',
+                                                  'virtual:instance'])
+        self.assertEqual({'noop', 'virtual:instance'}, set(plugins))
+        self.assertIsInstance(plugins['noop'], noop.NoopPlugin)
+
+    def test_missing(self):
+        conf = _conf()
+        self.assertEqual({'noop'}, set(plugin_base.load_plugins(
+            conf, ['noop', 'nonexistent'])))
+        self.assertRaises(plugin_base.PluginNotFound,
+                          plugin_base.load_plugins, conf, ['nonexistent'],
+                          strict=True)

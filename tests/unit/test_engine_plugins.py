@@ -1,0 +1,238 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""compute.py (exception translation), the instance plugin's decisions
+and the notification payload. The instance plugin against the real Nova is
+tested in tests/functional/test_engine_nova.py.
+"""
+
+from oslo_service import backend as _service_backend
+if _service_backend.get_backend_type() is None:
+    _service_backend.init_backend(_service_backend.BackendType.THREADING)
+
+import datetime  # noqa: E402
+
+from keystoneauth1 import exceptions as ks_exc  # noqa: E402
+from keystoneauth1 import noauth  # noqa: E402
+from keystoneauth1 import session as ks_session  # noqa: E402
+from oslo_config import cfg  # noqa: E402
+from requests_mock.contrib import fixture as rm_fixture  # noqa: E402
+import testtools  # noqa: E402
+
+from nova_lease import compute  # noqa: E402
+from nova_lease import conf as lease_conf  # noqa: E402
+from nova_lease import notifications  # noqa: E402
+from nova_lease.plugins import base as plugin_base  # noqa: E402
+from nova_lease.plugins import instance  # noqa: E402
+
+URL = 'http://nova.example.test/v2.1'
+SERVER = '8a6e3c9e-6d3b-4f0a-9b1e-2f0c7f1d2a11'
+
+
+class ComputeClientTest(testtools.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.http = self.useFixture(rm_fixture.Fixture())
+        session = ks_session.Session(auth=noauth.NoAuth(endpoint=URL))
+        self.client = compute.ComputeClient(session, timeout=5)
+
+    def test_microversion_pinned(self):
+        self.assertEqual('2.96', self.client.api_version)
+        self.http.get(URL + '/servers/' + SERVER,
+                      json={'server': {'id': SERVER, 'status': 'ACTIVE'}})
+        self.assertEqual('ACTIVE', self.client.get_server(SERVER)['status'])
+        self.assertEqual('compute 2.96', self.http.last_request.headers[
+            'OpenStack-API-Version'])
+
+    def test_errors_translated(self):
+        path = URL + '/servers/%s/action' % SERVER
+        for code, cls in ((500, compute.ComputeUnavailable),
+                          (503, compute.ComputeUnavailable),
+                          (409, compute.ComputeConflict),
+                          (403, compute.ComputeForbidden),
+                          (400, compute.ComputeError)):
+            self.http.post(path, status_code=code, json={'x': {
+                'code': code, 'message': 'nope %d' % code}})
+            e = self.assertRaises(cls, self.client.unshelve_server, SERVER)
+            self.assertEqual(code, e.status_code)
+            self.assertIn('unshelve server %s' % SERVER, str(e))
+        self.http.post(path, exc=ks_exc.ConnectTimeout)
+        self.assertRaises(compute.ComputeTimeout, self.client.shelve_server,
+                          SERVER)
+        self.http.post(path, exc=ks_exc.ConnectFailure)
+        self.assertRaises(compute.ComputeUnavailable,
+                          self.client.shelve_server, SERVER)
+
+    def test_not_found(self):
+        self.http.get(URL + '/servers/' + SERVER, status_code=404,
+                      json={'itemNotFound': {'code': 404, 'message': 'x'}})
+        self.assertRaises(compute.ServerNotFound, self.client.get_server,
+                          SERVER)
+        self.http.delete(URL + '/servers/' + SERVER, status_code=404,
+                         json={'itemNotFound': {'code': 404}})
+        self.assertFalse(self.client.delete_server(SERVER))
+        self.http.delete(URL + '/servers/%s/tags/reserved' % SERVER,
+                         status_code=404, json={})
+        self.assertFalse(self.client.delete_server_tag(SERVER, 'reserved'))
+
+
+class FakeCompute(object):
+    """Servers whose actions complete at once (like CastAsCall)."""
+
+    def __init__(self, status):
+        self.servers = {SERVER: {'id': SERVER, 'status': status,
+                                 'OS-EXT-STS:task_state': None,
+                                 'metadata': {}, 'tags': {'reserved'}}}
+        self.calls = []
+
+    def get_server(self, server_id):
+        if server_id not in self.servers:
+            raise compute.ServerNotFound(server_id=server_id)
+        return dict(self.servers[server_id])
+
+    def wait_for_server(self, server_id, wanted, timeout, gone_ok=False,
+                        fail_statuses=('ERROR',)):
+        try:
+            server = self.get_server(server_id)
+        except compute.ServerNotFound:
+            if gone_ok:
+                return None
+            raise
+        if server['status'] in fail_statuses:
+            raise compute.ServerInErrorState(
+                server_id=server_id, status=server['status'],
+                wanted='/'.join(wanted), fault='')
+        if server['status'] not in wanted:
+            raise compute.ServerStatusTimeout(
+                server_id=server_id, wanted='/'.join(wanted),
+                timeout=timeout, status=server['status'], task=None)
+        return server
+
+    def _act(self, name, server_id, status=None):
+        self.calls.append(name)
+        if status:
+            self.servers[server_id]['status'] = status
+
+    def unshelve_server(self, server_id):
+        self._act('unshelve', server_id, 'ACTIVE')
+
+    def shelve_server(self, server_id):
+        self._act('shelve', server_id, 'SHELVED_OFFLOADED')
+
+    def shelve_offload_server(self, server_id):
+        self._act('shelve_offload', server_id, 'SHELVED_OFFLOADED')
+
+    def delete_server(self, server_id):
+        self.calls.append('delete')
+        return self.servers.pop(server_id, None) is not None
+
+    def set_server_metadata(self, server_id, metadata):
+        if self.servers[server_id]['status'].startswith('SHELVED'):
+            raise compute.ComputeConflict(reason='shelved')
+        self.calls.append('metadata %s' % metadata)
+        self.servers[server_id]['metadata'].update(metadata)
+
+    def delete_server_tag(self, server_id, tag):
+        self.calls.append('untag %s' % tag)
+        self.servers[server_id]['tags'].discard(tag)
+        return True
+
+
+class InstancePluginTest(testtools.TestCase):
+
+    def _plugin(self, status, on_end='delete'):
+        conf = cfg.ConfigOpts()
+        lease_conf.register_opts(conf)
+        conf([])
+        conf.set_override('on_end', on_end, 'nova_lease')
+        self.fake = FakeCompute(status)
+        return instance.InstancePlugin(conf, compute_client=self.fake)
+
+    lease = {'id': 'lease-1', 'name': 'l1', 'on_end': None}
+    reservation = {'id': 'res-1', 'resource_id': SERVER,
+                   'resource_type': 'virtual:instance'}
+
+    def test_start_unshelves(self):
+        plugin = self._plugin('SHELVED_OFFLOADED')
+        plugin.on_start(self.lease, self.reservation)
+        self.assertEqual(['unshelve', "metadata {'lease_status': 'active'}",
+                          'untag reserved'], self.fake.calls)
+
+    def test_start_of_active_server_is_success(self):
+        plugin = self._plugin('ACTIVE')
+        plugin.on_start(self.lease, self.reservation)
+        plugin.on_start(self.lease, self.reservation)
+        self.assertNotIn('unshelve', self.fake.calls)
+        self.assertEqual('active', self.fake.servers[SERVER]['metadata'][
+            'lease_status'])
+
+    def test_start_of_missing_server_fails_with_reason(self):
+        plugin = self._plugin('ACTIVE')
+        del self.fake.servers[SERVER]
+        e = self.assertRaises(plugin_base.PluginError, plugin.on_start,
+                              self.lease, self.reservation)
+        self.assertIn('server %s of lease lease-1 (l1) no longer exists'
+                      % SERVER, str(e))
+
+    def test_end_delete_idempotent(self):
+        plugin = self._plugin('ACTIVE')
+        plugin.on_end(self.lease, self.reservation)
+        plugin.on_end(self.lease, self.reservation)
+        self.assertEqual(['delete', 'delete'], self.fake.calls)
+        self.assertEqual({}, self.fake.servers)
+
+    def test_end_shelve_from_lease_or_config(self):
+        plugin = self._plugin('ACTIVE', on_end='shelve')
+        plugin.on_end(self.lease, self.reservation)
+        plugin.on_end(self.lease, self.reservation)
+        self.assertEqual(["metadata {'lease_status': 'terminated'}",
+                          'shelve'], self.fake.calls)
+        plugin = self._plugin('ACTIVE')
+        plugin.on_end(dict(self.lease, on_end='shelve'), self.reservation)
+        self.assertEqual('SHELVED_OFFLOADED',
+                         self.fake.servers[SERVER]['status'])
+
+    def test_no_server_id(self):
+        plugin = self._plugin('ACTIVE')
+        e = self.assertRaises(plugin_base.PluginError, plugin.on_start,
+                              self.lease, {'id': 'res-1',
+                                           'resource_id': None})
+        self.assertIn('has no server id', str(e))
+
+
+class NotificationPayloadTest(testtools.TestCase):
+
+    def test_payload(self):
+        lease = {'id': 'l1', 'name': 'n', 'project_id': 'p', 'user_id': 'u',
+                 'start_date': datetime.datetime(2030, 1, 2, 3, 4, 5),
+                 'end_date': datetime.datetime(2030, 1, 3),
+                 'status': 'ACTIVE', 'status_reason': None,
+                 'reservations': [{'id': 'r1', 'lease_id': 'l1',
+                                   'resource_type': 'virtual:instance',
+                                   'resource_id': 's1', 'status': 'active',
+                                   'properties': {'secret': 'x'}}]}
+        payload = notifications.lease_payload(lease)
+        self.assertEqual('LeasePayload', payload['nova_object.name'])
+        data = payload['nova_object.data']
+        self.assertEqual('2030-01-02T03:04:05Z', data['start_date'])
+        self.assertEqual(['id', 'lease_id', 'resource_type', 'resource_id',
+                          'status', 'created_at', 'updated_at'],
+                         list(data['reservations'][0]))
+
+    def test_disabled_without_driver(self):
+        conf = cfg.ConfigOpts()
+        conf([])
+        notifier = notifications.LeaseNotifier(conf)
+        self.addCleanup(notifier.close)
+        self.assertFalse(notifier.enabled)
+        self.assertFalse(notifier.notify(notifications.START, {'id': 'x'}))
+        self.assertRaises(ValueError, notifier.notify, 'lease.bogus', {})
