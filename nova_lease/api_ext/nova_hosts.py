@@ -1,0 +1,151 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""Host facts and the free pool, from inside nova-api (Nova's own APIs).
+
+The lease API runs in nova-api, so host registration asks Nova directly,
+in process, with the caller's (admin) request context, exactly as Nova's
+own REST controllers do:
+
+* facts: ``nova.compute.api.HostAPI.compute_node_search_by_hypervisor``
+  (the os-hypervisors code path; it visits every cell) gives the compute
+  node (vcpus, memory_mb, local_gb, cpu_info, hypervisor type and
+  version, service host); ``nova.availability_zones`` gives its zone;
+* the free pool: ``nova.compute.api.AggregateAPI`` (the os-aggregates
+  code path: it also mirrors the membership to Placement and tells the
+  scheduler) creates the ``[nova_lease] freepool_aggregate`` aggregate if
+  it is missing and adds or removes the host's compute service.
+
+No HTTP round trip, no service credentials in nova-api. The engine, a
+separate process, moves hosts between aggregates through the compute
+REST API instead (nova_lease.compute).
+"""
+
+import threading
+
+from nova import availability_zones
+from nova.compute import api as compute_api
+from nova import exception as nova_exception
+from oslo_log import log as logging
+
+from nova_lease import exception
+
+LOG = logging.getLogger(__name__)
+
+_LOCK = threading.Lock()
+_APIS = {}
+
+
+class ComputeHostNotFound(exception.NotFound):
+    msg_fmt = ("name: no compute node has the hypervisor hostname "
+               "%(name)s (see 'openstack hypervisor list')")
+
+
+class FreePoolError(exception.Conflict):
+    msg_fmt = '%(reason)s'
+
+
+def _api(name):
+    api = _APIS.get(name)
+    if api is None:
+        with _LOCK:
+            api = _APIS.get(name)
+            if api is None:
+                cls = {'host': compute_api.HostAPI,
+                       'aggregate': compute_api.AggregateAPI}[name]
+                api = _APIS[name] = cls()
+    return api
+
+
+def compute_node_facts(ctx, hypervisor_hostname):
+    """The hosts-table columns of a compute node, from Nova.
+
+    :raises ComputeHostNotFound: no node has exactly that name.
+    """
+    ctx = ctx.elevated()
+    nodes = _api('host').compute_node_search_by_hypervisor(
+        ctx, hypervisor_hostname)
+    nodes = [n for n in nodes
+             if n.hypervisor_hostname == hypervisor_hostname]
+    if not nodes:
+        raise ComputeHostNotFound(name=hypervisor_hostname)
+    node = nodes[0]
+    return {
+        'hypervisor_hostname': node.hypervisor_hostname,
+        'service_host': node.host,
+        'availability_zone': availability_zones.get_host_availability_zone(
+            ctx, node.host),
+        'vcpus': node.vcpus,
+        'memory_mb': node.memory_mb,
+        'local_gb': node.local_gb,
+        'cpu_info': node.cpu_info,
+        'hypervisor_type': node.hypervisor_type,
+        'hypervisor_version': node.hypervisor_version,
+    }
+
+
+def _find_aggregate(ctx, name):
+    for aggregate in _api('aggregate').get_aggregate_list(ctx):
+        if aggregate.name == name:
+            return aggregate
+    return None
+
+
+def ensure_aggregate(ctx, name):
+    """The aggregate called ``name``, created (without a zone) if missing."""
+    ctx = ctx.elevated()
+    aggregate = _find_aggregate(ctx, name)
+    if aggregate is not None:
+        return aggregate
+    try:
+        LOG.info('Creating the free pool aggregate %s', name)
+        return _api('aggregate').create_aggregate(ctx, name, None)
+    except nova_exception.AggregateNameExists:
+        # Created concurrently by another request.
+        return _find_aggregate(ctx, name)
+
+
+def add_to_freepool(ctx, service_host, freepool):
+    """Add the compute service host to the free pool (idempotent)."""
+    ctx = ctx.elevated()
+    aggregate = ensure_aggregate(ctx, freepool)
+    if service_host in (aggregate.hosts or []):
+        return aggregate
+    try:
+        return _api('aggregate').add_host_to_aggregate(
+            ctx, aggregate.id, service_host)
+    except nova_exception.AggregateHostExists:
+        return aggregate
+    except (nova_exception.InvalidAggregateAction,
+            nova_exception.ComputeHostNotFound) as e:
+        raise FreePoolError(reason='cannot add host %s to the aggregate %s: '
+                            '%s' % (service_host, freepool, e)) from e
+
+
+def remove_from_freepool(ctx, service_host, freepool):
+    """Remove the host from the free pool; False if it was not there."""
+    ctx = ctx.elevated()
+    aggregate = _find_aggregate(ctx, freepool)
+    if aggregate is None or service_host not in (aggregate.hosts or []):
+        return False
+    try:
+        _api('aggregate').remove_host_from_aggregate(ctx, aggregate.id,
+                                                     service_host)
+    except (nova_exception.AggregateHostNotFound,
+            nova_exception.ComputeHostNotFound):
+        return False
+    return True
+
+
+def aggregates_of(ctx, service_host):
+    """Names of the aggregates that hold the host."""
+    return sorted(a.name for a in _api('aggregate').get_aggregates_by_host(
+        ctx.elevated(), service_host))

@@ -1,0 +1,182 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""The unmodified python-blazarclient against the lease API inside Nova.
+
+The client gets a keystoneauth password session (the harness's Keystone)
+and either the catalog's ``reservation`` endpoint or an explicit
+``endpoint_override`` at Nova's ``/v2.1/os-reservation``.
+"""
+
+import datetime
+import io
+import json
+
+from blazarclient import client as blazar_client
+from blazarclient import exception as blazar_exc
+import fixtures
+
+from tests.functional import base
+
+OTHER_PROJECT = 'a0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5'
+
+
+class BlazarClientTest(base.LeaseFunctionalBase):
+
+    CLOCK_START = datetime.datetime(2030, 3, 1, 9, 0, 0)
+
+    def _client(self, user='fake', override=True, project_id=None):
+        kwargs = {}
+        if override:
+            kwargs['endpoint_override'] = self.keystone.reservation_url
+        return blazar_client.Client(
+            session=self.keystone.session(user, project_id), **kwargs)
+
+    def _at(self, **delta):
+        return (self.clock.now + datetime.timedelta(**delta)).strftime(
+            '%Y-%m-%d %H:%M')
+
+    def test_host_lease_lifecycle(self):
+        admin = self._client('admin')
+        host = admin.host.create('host1', ssd='true')
+        self.assertEqual('host1', host['hypervisor_hostname'])
+        self.assertEqual('true', host['ssd'])
+        self.assertEqual(['host1'], [h['hypervisor_hostname']
+                                     for h in admin.host.list()])
+        self.assertEqual(host['id'], admin.host.get(host['id'])['id'])
+        updated = admin.host.update(host['id'], {'values': {'gpu': 'yes'}})
+        self.assertEqual('yes', updated['gpu'])
+        # What 'openstack reservation lease create --physical-reservation
+        # min=1,max=1,...' sends.
+        reservation = {'resource_type': 'physical:host', 'min': 1,
+                       'max': 1, 'hypervisor_properties': '',
+                       'resource_properties': '["==", "$ssd", "true"]'}
+        client = self._client('fake')
+        lease = client.lease.create('bc-lease', self._at(hours=1),
+                                    self._at(hours=3), [reservation], [])
+        self.assertEqual('bc-lease', lease['name'])
+        self.assertEqual('PENDING', lease['status'])
+        self.assertEqual('2030-03-01T10:00:00.000000', lease['start_date'])
+        self.assertEqual([lease['id']], [x['id'] for x in
+                                         client.lease.list()])
+        self.assertEqual(lease['id'], client.lease.get(lease['id'])['id'])
+        allocations = admin.allocation.list('os-hosts')
+        self.assertEqual(lease['id'],
+                         allocations[0]['reservations'][0]['lease_id'])
+
+        # Overlap: the client raises with our message and the 409.
+        e = self.assertRaises(
+            blazar_exc.BlazarClientException, client.lease.create,
+            'clash', self._at(hours=2), self._at(hours=4), [reservation],
+            [])
+        self.assertEqual(409, e.kwargs['code'])
+        self.assertIn('not enough free hosts', str(e))
+        # Bad input: 400 naming the field.
+        e = self.assertRaises(
+            blazar_exc.BlazarClientException, client.lease.create,
+            'bad', self._at(hours=5), self._at(hours=4), [reservation], [])
+        self.assertEqual(400, e.kwargs['code'])
+        self.assertIn('end_date', str(e))
+
+        # Update: rename, prolong (the client computes the new end from
+        # the start_date/end_date format we return), set the end.
+        lease = client.lease.update(lease['id'], name='renamed',
+                                    prolong_for='1h')
+        self.assertEqual('renamed', lease['name'])
+        self.assertEqual('2030-03-01T13:00:00.000000', lease['end_date'])
+        lease = client.lease.update(lease['id'],
+                                    end_date=self._at(hours=2))
+        self.assertEqual('2030-03-01T11:00:00.000000', lease['end_date'])
+        lease = client.lease.update(lease['id'], defer_by='30m')
+        self.assertEqual('2030-03-01T10:30:00.000000', lease['start_date'])
+
+        # Another project sees nothing of it.
+        stranger = self._client('fake', project_id=OTHER_PROJECT)
+        self.assertEqual([], stranger.lease.list())
+        e = self.assertRaises(blazar_exc.BlazarClientException,
+                              stranger.lease.delete, lease['id'])
+        self.assertEqual(404, e.kwargs['code'])
+
+        client.lease.delete(lease['id'])
+        self.assertEqual([], client.lease.list())
+        e = self.assertRaises(blazar_exc.BlazarClientException,
+                              client.lease.get, lease['id'])
+        self.assertEqual(404, e.kwargs['code'])
+        admin.host.delete(host['id'])
+        self.assertEqual([], admin.host.list())
+
+    def test_catalog_endpoint(self):
+        client = self._client('fake', override=False)
+        self.assertEqual([], client.lease.list())
+        e = self.assertRaises(blazar_exc.BlazarClientException,
+                              client.host.list)
+        self.assertEqual(403, e.kwargs['code'])
+
+
+class OpenStackCLITest(base.LeaseFunctionalBase):
+    """``openstack reservation ...`` (OSC + the blazarclient plugin)."""
+
+    CLOCK_START = datetime.datetime(2030, 3, 1, 9, 0, 0)
+
+    def _osc(self, *args, user='fake'):
+        from openstackclient import shell as osc_shell
+
+        argv = ['--os-auth-type', 'password',
+                '--os-auth-url', self.keystone.auth_url,
+                '--os-username', user,
+                '--os-password', self.keystone.PASSWORD,
+                '--os-user-domain-id', self.keystone.DOMAIN_ID,
+                '--os-project-id', self.api.project_id,
+                '--os-project-domain-id', self.keystone.DOMAIN_ID,
+                '--os-region-name', self.keystone.REGION,
+                '--os-interface', 'public'] + list(args)
+        out, err = io.StringIO(), io.StringIO()
+        with fixtures.MonkeyPatch('sys.stdout', out), \
+                fixtures.MonkeyPatch('sys.stderr', err):
+            code = osc_shell.main(argv)
+        # sys.exit(None) is a success too.
+        self.assertIn(code, (0, None),
+                      '%s\n%s' % (out.getvalue(), err.getvalue()))
+        return out.getvalue()
+
+    def _osc_json(self, *args, **kwargs):
+        text = self._osc(*(args + ('-f', 'json')), **kwargs)
+        # 'create' commands print "Created a new lease:" first.
+        starts = [i for i in (text.find('{'), text.find('[')) if i >= 0]
+        try:
+            return json.loads(text[min(starts):] if starts else text)
+        except ValueError:
+            self.fail('not JSON: %r' % text)
+
+    def test_lease_commands(self):
+        created = self._osc_json('reservation', 'host', 'create', 'host1',
+                                 '--extra', 'ssd=true', user='admin')
+        self.assertEqual('host1', created['hypervisor_hostname'])
+        hosts = self._osc_json('reservation', 'host', 'list', user='admin')
+        self.assertEqual(['host1'], [h['hypervisor_hostname']
+                                     for h in hosts])
+        end = (self.clock.now + datetime.timedelta(hours=2)).strftime(
+            '%Y-%m-%d %H:%M')
+        lease = self._osc_json(
+            'reservation', 'lease', 'create', '--start-date', 'now',
+            '--end-date', end, '--reservation',
+            'resource_type=physical:host,min=1,max=1,'
+            'resource_properties=["==", "$ssd", "true"]',
+            'cli-lease')
+        self.assertEqual('cli-lease', lease['name'])
+        leases = self._osc_json('reservation', 'lease', 'list')
+        self.assertEqual([lease['id']], [x['id'] for x in leases])
+        self._osc('reservation', 'lease', 'set', '--name', 'renamed',
+                  lease['id'])
+        shown = self._osc_json('reservation', 'lease', 'show', lease['id'])
+        self.assertEqual('renamed', shown['name'])
+        self._osc('reservation', 'lease', 'delete', lease['id'])
+        self.assertEqual([], self._osc_json('reservation', 'lease', 'list'))

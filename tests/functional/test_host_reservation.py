@@ -1,0 +1,231 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""Host leases end to end: lease API -> engine -> physical:host plugin.
+
+The engine is built as nova-lease-engine builds it (its own ConfigOpts
+from a config file, a password session against the harness's Keystone,
+python-novaclient at 2.96), with the physical:host plugin, and driven with
+the harness clock.
+"""
+
+import os
+
+from nova_lease.cmd import engine as engine_cmd
+from nova_lease.db import api as db_api
+from nova_lease.periodic import engine as lease_engine
+from nova_lease.plugins import host as host_plugin
+from tests.functional import base
+from tests.functional import test_lease_api
+
+PREFIX = test_lease_api.PREFIX
+
+
+class HostReservationTest(test_lease_api.LeaseAPIMixin,
+                          base.LeaseFunctionalBase):
+
+    def setUp(self):
+        super().setUp()
+        self.engine, self.plugin = self._engine()
+
+    def _engine(self, **overrides):
+        tmp = os.path.dirname(self.lease_db_url[len('sqlite:///'):])
+        path = os.path.join(tmp, 'engine.conf')
+        options = {'connection': self.lease_db_url,
+                   'resource_plugins': 'physical:host',
+                   'max_retries': 1, 'retry_interval': 1,
+                   'plugin_call_timeout': 60}
+        options.update(overrides)
+        with open(path, 'w') as f:
+            f.write('[nova_lease]\n')
+            for key, value in options.items():
+                f.write('%s = %s\n' % (key, value))
+            f.write('[nova_lease_auth]\n'
+                    'auth_type = password\n'
+                    'auth_url = %s\n'
+                    'username = admin\n'
+                    'password = %s\n'
+                    'user_domain_id = default\n'
+                    'project_id = %s\n'
+                    'project_domain_id = default\n'
+                    'region_name = %s\n'
+                    % (self.keystone.auth_url, self.keystone.PASSWORD,
+                       self.api.project_id, self.keystone.REGION))
+        conf = engine_cmd.parse_args(['--config-file', path])
+        plugin = host_plugin.HostPlugin(conf)
+        engine = lease_engine.Engine(
+            conf, plugins={host_plugin.RESOURCE_TYPE: plugin})
+        self.addCleanup(engine.close)
+        return engine, plugin
+
+    def _lease(self, lease_id):
+        return self.api.api_get(PREFIX + '/leases/%s' % lease_id).body[
+            'lease']
+
+    def _hosts_of(self, lease):
+        return sorted(a['host'] for a in db_api.allocation_list(
+            self.lease_db, lease_id=lease['id']))
+
+    def _server_on(self, host, name='on-reserved'):
+        # The admin forces a server onto the host (what LeaseFilter will
+        # let the owner do with --hint reservation=<id>).
+        body = {'server': self._build_server(
+            name=name, image_uuid=self.image_id, flavor_id='1',
+            networks='none', az='nova:%s' % host)}
+        server = self.admin_api.post_server(body)
+        return self._wait_for_state_change(server, 'ACTIVE')
+
+    def test_host_lease_starting_now(self):
+        self._register('host1', ssd='true')
+        self._register('host2', ssd='false')
+        res = self._host_res(
+            availability_zone='nova',
+            extra_specs={'ssd': 'true',
+                         'capabilities:cpu_info:arch': 'x86_64'})
+        lease = self._create(self._lease_body(
+            'now', self._at(hours=2), reservations=[res]))
+        reservation_id = lease['reservations'][0]['id']
+        self.assertEqual(['host1'], self._hosts_of(lease))
+
+        # Start: the reservation's aggregate holds the host, the free
+        # pool does not any more.
+        self.assertEqual(1, self.engine.process_due())
+        lease = self._lease(lease['id'])
+        self.assertEqual('ACTIVE', lease['status'])
+        self.assertEqual('active', lease['reservations'][0]['status'])
+        name = host_plugin.aggregate_name(reservation_id)
+        aggregate = self._aggregate(name)
+        self.assertEqual(['host1'], aggregate['hosts'])
+        self.assertEqual({
+            host_plugin.META_RESERVATION: reservation_id,
+            host_plugin.META_LEASE: lease['id'],
+            host_plugin.META_PROJECT: self.api.project_id,
+        }, aggregate['metadata'])
+        self.assertEqual(aggregate['id'],
+                         lease['reservations'][0]['aggregate_id'])
+        self.assertEqual(['host2'], self._aggregate('freepool')['hosts'])
+
+        # A retried start is harmless.
+        self.plugin.on_start(lease, db_api.reservation_get(
+            self.lease_db, reservation_id))
+        self.assertEqual(['host1'], self._aggregate(name)['hosts'])
+        self.assertEqual(['host2'], self._aggregate('freepool')['hosts'])
+
+        # A server left on the host at the end is deleted.
+        server = self._server_on('host1')
+        self.assertEqual('host1', server['OS-EXT-SRV-ATTR:host'])
+
+        # End: before_end first (1 h before), then the end.
+        self.clock.advance(hours=1)
+        self.assertEqual(1, self.engine.process_due())
+        self.clock.advance(hours=1)
+        self.assertEqual(1, self.engine.process_due())
+        self._wait_until_deleted(server)
+        lease = self._lease(lease['id'])
+        self.assertEqual('TERMINATED', lease['status'])
+        self.assertEqual(['DONE', 'DONE', 'DONE'],
+                         [e['status'] for e in lease['events']])
+        self.assertIsNone(self._aggregate(name))
+        self.assertEqual(['host1', 'host2'],
+                         sorted(self._aggregate('freepool')['hosts']))
+        # A retried end is harmless too.
+        self.plugin.on_end(lease, db_api.reservation_get(
+            self.lease_db, reservation_id))
+        self.assertIsNone(self._aggregate(name))
+        self.assertEqual(['host1', 'host2'],
+                         sorted(self._aggregate('freepool')['hosts']))
+
+    def test_back_to_back_leases_both_run(self):
+        self._register('host1')
+        first = self._create(self._lease_body(
+            self._at(hours=1), self._at(hours=2), name='first'))
+        second = self._create(self._lease_body(
+            self._at(hours=2), self._at(hours=3), name='second'))
+        self._create(self._lease_body(
+            self._at(hours=1, minutes=30), self._at(hours=2, minutes=30),
+            name='third'), status=409)
+        self.assertEqual(0, self.engine.process_due())
+        self.clock.advance(hours=1)
+        self.engine.process_due()
+        self.assertEqual('ACTIVE', self._lease(first['id'])['status'])
+        self.assertEqual([], self._aggregate('freepool')['hosts'])
+        # At 2 h the first ends before the second starts.
+        self.clock.advance(hours=1)
+        self.engine.process_due()
+        self.assertEqual('TERMINATED', self._lease(first['id'])['status'])
+        self.assertEqual('ACTIVE', self._lease(second['id'])['status'])
+        res2 = self._lease(second['id'])['reservations'][0]['id']
+        self.assertEqual(['host1'], self._aggregate(
+            host_plugin.aggregate_name(res2))['hosts'])
+        self.clock.advance(hours=1)
+        self.engine.process_due()
+        self.assertEqual('TERMINATED', self._lease(second['id'])['status'])
+        self.assertEqual(['host1'], self._aggregate('freepool')['hosts'])
+
+    def test_delete_active_lease_ends_it_and_shelve_on_end(self):
+        self._register('host1')
+        lease = self._create(self._lease_body(
+            'now', self._at(hours=5), on_end='shelve'))
+        self.engine.process_due()
+        self.assertEqual('ACTIVE', self._lease(lease['id'])['status'])
+        server = self._server_on('host1')
+        url = PREFIX + '/leases/%s' % lease['id']
+        self.api.api_delete(url, check_response_status=[204])
+        self.assertEqual(1, self.engine.process_due())
+        lease = self._lease(lease['id'])
+        self.assertEqual('TERMINATED', lease['status'])
+        server = self.api.get_server(server['id'])
+        self.assertEqual('SHELVED_OFFLOADED', server['status'])
+        self.assertEqual(['host1'], self._aggregate('freepool')['hosts'])
+        # The host is free right away for another lease.
+        self._create(self._lease_body('now', self._at(hours=1)))
+        # A TERMINATED lease is removed by a delete.
+        self.api.api_delete(url, check_response_status=[204])
+        self.api.api_get(url, check_response_status=[404])
+
+    def test_extend_and_shorten_active_lease(self):
+        self._register('host1')
+        lease = self._create(self._lease_body('now', self._at(hours=1)))
+        self._create(self._lease_body(
+            self._at(hours=3), self._at(hours=4), name='later'))
+        self.engine.process_due()
+        url = PREFIX + '/leases/%s' % lease['id']
+        # The start is frozen; the end can grow while the host is free.
+        body = self.api.api_put(url, {'start_date': self._at(hours=1)},
+                                check_response_status=[400]).body
+        self.assertIn('start_date', body['error_message'])
+        updated = self.api.api_put(
+            url, {'end_date': self._at(hours=2)}).body['lease']
+        self.assertEqual(self._at(hours=2), updated['end_date'][:16].replace(
+            'T', ' '))
+        # The warning fired at the start (1 h lease, 60 minutes before
+        # the end); the new end re-arms it 60 minutes before itself.
+        befores = [(e['status'], e['time'][:16].replace('T', ' '))
+                   for e in updated['events']
+                   if e['event_type'] == 'before_end_lease']
+        self.assertEqual([('DONE', self._at()),
+                          ('UNDONE', self._at(hours=1))], sorted(befores))
+        end_event = [e for e in updated['events']
+                     if e['event_type'] == 'end_lease'][0]
+        self.assertEqual(self._at(hours=2),
+                         end_event['time'][:16].replace('T', ' '))
+        body = self.api.api_put(url, {'end_date': self._at(hours=3,
+                                                           minutes=30)},
+                                check_response_status=[409]).body
+        self.assertIn('host1', body['error_message'])
+        self.assertIn('another lease', body['error_message'])
+        self.assertEqual(updated['end_date'],
+                         self._lease(lease['id'])['end_date'])
+        # Shortened: the end event moves, the engine ends it then.
+        self.api.api_put(url, {'end_date': self._at(minutes=30)})
+        self.clock.advance(minutes=30)
+        self.engine.process_due()
+        self.assertEqual('TERMINATED', self._lease(lease['id'])['status'])

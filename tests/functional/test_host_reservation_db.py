@@ -1,0 +1,146 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""The host allocation service under concurrency, on every database.
+
+Several threads (each with its own connection from the pool, as nova-api
+request threads or separate nova-api processes would have) create host
+leases at once: no host is ever booked twice over overlapping windows, and
+a loser gets NotEnoughHosts (409) and leaves nothing behind.
+"""
+
+import datetime
+import threading
+
+from nova_lease.db import api as db_api
+from nova_lease import hosts
+from nova_lease.periodic import events as lease_events
+from tests.functional.db import base
+
+START = datetime.datetime(2030, 6, 1, 10, 0)
+
+
+def _request(count=1, **extra):
+    return hosts.HostRequest(min=count, max=count, **extra)
+
+
+class _AllocationTests(object):
+
+    def _hosts(self, count, **caps):
+        for i in range(count):
+            db_api.host_create(self.db, {
+                'hypervisor_hostname': 'node%02d' % i,
+                'service_host': 'node%02d' % i, 'availability_zone': 'nova',
+                'vcpus': 8, 'memory_mb': 16384, 'local_gb': 100,
+                'cpu_info': '{"arch": "x86_64"}', 'hypervisor_type': 'fake',
+                'capabilities': dict(caps)})
+
+    def _create(self, name, start, hours=1, request=None, cleaning=0):
+        end = start + datetime.timedelta(hours=hours)
+        values = {'name': name, 'project_id': 'p', 'user_id': 'u',
+                  'start_date': start, 'end_date': end, 'status': 'PENDING'}
+        return hosts.create_host_lease(
+            self.db, values, [('reservations[0]', request or _request())],
+            lease_events.lease_events(start, end), cleaning)
+
+    def _race(self, count, make):
+        barrier = threading.Barrier(count)
+        results = []
+        lock = threading.Lock()
+
+        def run(i):
+            barrier.wait()
+            try:
+                lease = make(i)
+                outcome = ('ok', lease['id'])
+            except hosts.NotEnoughHosts as e:
+                outcome = ('409', str(e))
+            except Exception as e:  # noqa: the test reports it
+                outcome = ('error', repr(e))
+            with lock:
+                results.append(outcome)
+
+        threads = [threading.Thread(target=run, args=(i,))
+                   for i in range(count)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        return results
+
+    def _assert_no_double_booking(self):
+        allocations = db_api.allocation_list(self.db)
+        by_host = {}
+        for a in allocations:
+            by_host.setdefault(a['host'], []).append(
+                (a['start_date'], a['end_date']))
+        for host, windows in by_host.items():
+            windows.sort()
+            for (s1, e1), (s2, e2) in zip(windows, windows[1:]):
+                self.assertLessEqual(e1, s2, 'host %s booked twice' % host)
+
+    def test_parallel_creates_for_the_last_free_host(self):
+        self._hosts(1)
+        results = self._race(8, lambda i: self._create('l%d' % i, START))
+        kinds = sorted(kind for kind, _detail in results)
+        self.assertEqual(['409'] * 7 + ['ok'], kinds, results)
+        self.assertEqual(1, len(db_api.lease_list(self.db)))
+        self.assertEqual(1, len(db_api.allocation_list(self.db)))
+        self.assertEqual(2, len(db_api.event_list(self.db)))
+
+    def test_parallel_creates_many_hosts(self):
+        self._hosts(5)
+        # 12 leases of 1 host over overlapping windows: 5 fit.
+        results = self._race(12, lambda i: self._create(
+            'l%d' % i, START + datetime.timedelta(minutes=i % 3)))
+        kinds = sorted(kind for kind, _detail in results)
+        self.assertEqual(['409'] * 7 + ['ok'] * 5, kinds, results)
+        self._assert_no_double_booking()
+        self.assertEqual(5, len({a['host'] for a in
+                                 db_api.allocation_list(self.db)}))
+
+    def test_back_to_back_and_cleaning_time(self):
+        self._hosts(1)
+        self._create('a', START)
+        self._create('b', START + datetime.timedelta(hours=1))
+        self.assertRaises(hosts.NotEnoughHosts, self._create, 'c',
+                          START + datetime.timedelta(minutes=30))
+        self._create('d', START + datetime.timedelta(hours=3),
+                     cleaning=15)
+        self.assertRaises(hosts.NotEnoughHosts, self._create, 'e',
+                          START + datetime.timedelta(hours=4, minutes=10))
+        self._create('f', START + datetime.timedelta(hours=4, minutes=15))
+        self.assertEqual(4, len(db_api.lease_list(self.db)))
+        self._assert_no_double_booking()
+
+    def test_min_max_and_matching(self):
+        self._hosts(3, ssd='true')
+        lease = self._create('a', START, request=hosts.HostRequest(
+            min=1, max=2, extra_specs={'ssd': 'true'}))
+        self.assertEqual(2, len(db_api.allocation_list(
+            self.db, lease_id=lease['id'])))
+        lease = self._create('b', START, request=hosts.HostRequest(
+            min=1, max=5))
+        self.assertEqual(1, len(db_api.allocation_list(
+            self.db, lease_id=lease['id'])))
+        self.assertRaises(hosts.NotEnoughHosts, self._create, 'c', START)
+
+
+class AllocationSQLiteTest(_AllocationTests, base.SQLiteTestCase):
+    pass
+
+
+class AllocationMySQLTest(_AllocationTests, base.MySQLTestCase):
+    pass
+
+
+class AllocationPostgreSQLTest(_AllocationTests, base.PostgreSQLTestCase):
+    pass
