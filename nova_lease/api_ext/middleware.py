@@ -26,10 +26,12 @@ import re
 
 from nova.api.openstack import wsgi as os_wsgi
 from oslo_log import log as logging
-from oslo_serialization import jsonutils
 import webob
 import webob.dec
 import webob.exc
+
+from nova_lease.api_ext import lease_api
+from nova_lease.api_ext import servers
 
 LOG = logging.getLogger(__name__)
 
@@ -74,6 +76,7 @@ class LeaseMiddleware(object):
         # Options from the [filter:nova_lease] section of api-paste.ini;
         # everything else is read from nova.conf ([nova_lease]).
         self.local_conf = dict(local_conf)
+        self._server_create = servers.ServerCreate(application)
 
     @classmethod
     def factory(cls, global_config, **local_config):
@@ -105,41 +108,18 @@ class LeaseMiddleware(object):
         return self._lease_api(req, req.environ.get('nova.context'))
 
     def _create_server(self, req, ctx):
-        """Handle ``POST /servers`` (boot).
+        """Handle ``POST /servers`` (boot): see :mod:`.servers`.
 
-        Placeholder: passes the request to Nova unchanged. It will
-        validate the lease hints, admit the lease against the capacity
-        calendar, record it and link the new server(s) to it.
+        A boot without lease hints (and no default lease) goes to Nova
+        untouched; a leased one is validated, recorded, passed on with the
+        lease metadata, and linked to the new server(s).
         """
-        LOG.debug('nova_lease: server create by project %s passed through',
-                  getattr(ctx, 'project_id', None))
-        return req.get_response(self.application)
+        return self._server_create(req, ctx)
 
     def _lease_api(self, req, ctx):
-        """Serve the lease API under ``/os-reservation``.
-
-        Placeholder: answers the version document at the root and a 404 in
-        Nova's fault format for every other path below it.
+        """Serve the lease API under ``/os-reservation``: see
+        :mod:`nova_lease.api_ext.lease_api`.
         """
         match = _LEASE_API_RE.match(req.path_info)
-        rest = (match.group('rest') or '/').rstrip('/')
-        if rest:
-            return fault(webob.exc.HTTPNotFound(
-                explanation='Unknown lease API resource: %s%s'
-                            % (API_PREFIX, rest)))
-        if req.method not in ('GET', 'HEAD'):
-            return fault(webob.exc.HTTPMethodNotAllowed(
-                explanation='Method %s is not allowed on %s'
-                            % (req.method, API_PREFIX),
-                headers=[('Allow', 'GET, HEAD')]))
-        LOG.debug('nova_lease: version document for project %s',
-                  getattr(ctx, 'project_id', None))
         href = req.host_url + req.script_name + match.group('base')
-        body = {'versions': [{
-            'id': _VERSION_ID,
-            'status': 'CURRENT',
-            'links': [{'rel': 'self', 'href': href}],
-        }]}
-        return webob.Response(
-            body=jsonutils.dump_as_bytes(body),
-            content_type='application/json', charset='UTF-8')
+        return lease_api.handle(req, ctx, match.group('rest'), href)

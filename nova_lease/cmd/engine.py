@@ -80,13 +80,37 @@ def main(argv=None):
 
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
+    stop_hook = start_compute_hook(conf, engine, notifier)
     try:
         engine.run()
     finally:
+        stop_hook()
         for plugin in engine.plugins.values():
             plugin.close()
         notifier.close()
     return 0
+
+
+def start_compute_hook(conf, engine, notifier=None, transport=None):
+    """Start the compute hook next to ``engine``; return its stop function.
+
+    The hook (nova_lease.compute_hook) listens to Nova's versioned
+    instance notifications and runs its reconcile pass every
+    ``[nova_lease] reconcile_interval`` seconds; it shares the engine's
+    database and the virtual:instance plugin's compute client. A failure
+    to start it is logged: the engine runs anyway.
+    """
+    from nova_lease.compute_hook import service as hook_service
+
+    plugin = engine.plugins.get('virtual:instance')
+    try:
+        return hook_service.start(
+            conf, db=engine.db, notifier=notifier, transport=transport,
+            compute_client=plugin.compute if plugin is not None else None)
+    except Exception:
+        LOG.exception('The compute hook could not start; leased servers '
+                      'are not shelved before their lease starts')
+        return lambda: None
 
 
 if __name__ == '__main__':

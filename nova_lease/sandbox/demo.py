@@ -19,6 +19,7 @@ of a future lease, start/end on an accelerated clock).
 """
 
 import collections
+import datetime
 import json
 import sys
 import time
@@ -98,6 +99,7 @@ class Demo(object):
         self.timeout = timeout
         self.compute = None
         self.server_id = None
+        self.future_id = None
         self.lease_params = {'name': 'demo-lease', 'start': 'now',
                              'duration': '1h'}
 
@@ -159,6 +161,57 @@ def _show(demo):
     demo.say('metadata=%s', json.dumps(server.metadata, sort_keys=True))
 
 
+def _lease_started(demo):
+    def _active():
+        server = demo.compute.get(demo.server_id)
+        return server if server.metadata.get('lease_status') == 'active' \
+            else None
+
+    server = demo.wait_for('the lease to start', _active)
+    demo.say('lease %s started: lease_status=%s',
+             server.metadata.get('lease_id'),
+             server.metadata.get('lease_status'))
+
+
+def _boot_future(demo):
+    start = timeutils.utcnow() + datetime.timedelta(hours=1)
+    params = {'name': 'demo-future', 'start': start.strftime(
+        '%Y-%m-%d %H:%M'), 'duration': '1h'}
+    hints = {'reserved': 'True', 'lease_params': json.dumps(params)}
+    demo.say("nova boot --flavor %s --image %s --nic none "
+             "--hint reserved=True --hint lease_params='%s' demo-vm2",
+             demo.env['NOVA_LEASE_FLAVOR'], demo.env['NOVA_LEASE_IMAGE'],
+             hints['lease_params'])
+    server = demo.compute.boot('demo-vm2', demo.env['NOVA_LEASE_IMAGE'],
+                               demo.env['NOVA_LEASE_FLAVOR'], hints)
+    demo.future_id = server.id
+    demo.say('accepted: server %s (lease starts at %s UTC)', server.id,
+             params['start'])
+
+
+def _wait_reserved(demo):
+    def _state():
+        server = demo.compute.get(demo.future_id)
+        if server.status == 'ERROR':
+            raise DemoFailed('server went to ERROR: %s'
+                             % getattr(server, 'fault', {}))
+        return server if server.status == 'SHELVED_OFFLOADED' else None
+
+    server = demo.wait_for('SHELVED_OFFLOADED', _state)
+    demo.say('server %s is %s until its lease starts, metadata=%s, '
+             'tags=%s', server.id, server.status,
+             json.dumps(server.metadata, sort_keys=True),
+             getattr(server, 'tags', None))
+
+
+def _delete_future(demo):
+    demo.compute.delete(demo.future_id)
+    demo.wait_for('deletion', lambda: not demo.compute.exists(
+        demo.future_id))
+    demo.say('server %s deleted (its lease ends early)', demo.future_id)
+    demo.future_id = None
+
+
 def _delete(demo):
     demo.compute.delete(demo.server_id)
     demo.wait_for('deletion', lambda: not demo.compute.exists(
@@ -173,8 +226,13 @@ def default_steps():
         Step('authenticate as the demo user', _authenticate),
         Step('boot a VM with lease hints', _boot),
         Step('wait for it to become ACTIVE', _wait_active),
+        Step('wait for the engine to start its lease', _lease_started),
         Step('show it', _show),
-        Step('delete it', _delete),
+        Step('boot a VM for a lease that starts in an hour', _boot_future),
+        Step('wait until it is reserved (shelved) by the compute hook',
+             _wait_reserved),
+        Step('delete the reserved VM', _delete_future),
+        Step('delete the first VM', _delete),
     ]
 
 
@@ -191,11 +249,12 @@ def run(env, out=None, steps=None, timeout=60.0):
         except Exception as e:
             timeline.say('step %d FAILED: %s: %s', number,
                          type(e).__name__, e)
-            if demo.server_id and demo.compute:
-                try:
-                    demo.compute.delete(demo.server_id)
-                except Exception:  # best effort clean-up
-                    pass
+            for server_id in (demo.server_id, demo.future_id):
+                if server_id and demo.compute:
+                    try:
+                        demo.compute.delete(server_id)
+                    except Exception:  # best effort clean-up
+                        pass
             return False
     timeline.say('demo: done')
     return True

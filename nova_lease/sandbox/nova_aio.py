@@ -201,13 +201,16 @@ def lease_db_sync(conf):
     """Create/upgrade the nova_lease side database ([nova_lease] connection).
 
     Called once, after nova.conf is parsed and before nova-api loads its
-    paste pipeline (so the middleware finds its tables).
-
-    TODO(lead): call nova_lease.db's sync (what ``nova-lease-manage db
-    sync`` runs) here once nova_lease/db lands.
+    paste pipeline (so the middleware finds its tables). What
+    ``nova-lease-manage db sync`` runs.
     """
-    LOG.info('nova_lease side database: %s (db sync not wired yet)',
-             conf.nova_lease.connection)
+    from nova_lease import conf as lease_conf
+    from nova_lease.db import migration
+
+    url = lease_conf.connection_url(conf)
+    migration.upgrade(url)
+    LOG.info('nova_lease side database ready: %s',
+             url.split('://', 1)[0] + '://...')
 
 
 def start_lease_engine(conf, aio):
@@ -215,15 +218,47 @@ def start_lease_engine(conf, aio):
 
     Called after conductor, scheduler, computes and nova-api are up (so the
     engine can call nova-api through Keystone with [nova_lease_auth]) and
-    before the ready line. ``aio`` is the :class:`NovaAllInOne` (its
-    ``api_url`` and ``keystone_url``; the fake:// transport is
-    ``nova.rpc.NOTIFICATION_TRANSPORT`` for the compute hook's listener).
+    before the ready line. ``aio`` is the :class:`NovaAllInOne`.
 
-    TODO(lead): start nova_lease.periodic's engine (and the compute hook's
-    notification listener) here and return its stop function.
+    The engine is built as nova-lease-engine builds it: its own ConfigOpts
+    read from the sandbox's nova.conf, a lease notifier, and the compute
+    hook (notification listener + reconcile pass). In one process the
+    fake:// transport is one object: the hook listens, and the engine
+    notifies, on Nova's own ``nova.rpc.NOTIFICATION_TRANSPORT``. Leases
+    created through nova-api wake the engine at once (same process).
     """
-    LOG.info('lease engine: not wired yet')
-    return lambda: None
+    import threading
+
+    from nova import rpc
+
+    from nova_lease.cmd import engine as engine_cmd
+    from nova_lease import notifications
+    from nova_lease.periodic import engine as lease_engine
+
+    engine_conf = engine_cmd.parse_args(['--config-file', aio.conf_path])
+    transport = rpc.NOTIFICATION_TRANSPORT
+    notifier = notifications.LeaseNotifier(
+        engine_conf, publisher_id='nova-lease-engine:sandbox',
+        transport=transport)
+    engine = lease_engine.Engine(engine_conf, notifier=notifier,
+                                 engine_id='sandbox')
+    stop_hook = engine_cmd.start_compute_hook(engine_conf, engine, notifier,
+                                              transport=transport)
+    thread = threading.Thread(target=engine.run, name='lease-engine',
+                              daemon=True)
+    thread.start()
+    LOG.info('lease engine started (compute hook listening on %s)',
+             ', '.join(engine_conf.nova_lease.notification_topics))
+
+    def stop():
+        engine.stop()
+        thread.join(30)
+        stop_hook()
+        for plugin in engine.plugins.values():
+            plugin.close()
+        notifier.close()
+
+    return stop
 
 
 class NovaAllInOne(fixtures.Fixture):

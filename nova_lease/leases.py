@@ -1,0 +1,293 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""Instance leases: record, link, undo and end them (the service layer).
+
+Used by the paste filter (``POST /servers`` with lease hints) and the
+compute hook. Each function is one writer transaction of the side
+database; none talks to Nova.
+
+Life of an instance lease created by a boot:
+
+1. :func:`create_instance_lease` (before Nova sees the request): a
+   PENDING lease with one ``virtual:instance`` reservation per server that
+   may be created (``max_count``), not yet linked to a server
+   (``resource_id`` NULL), its events, and, for a future start, the host
+   allocations that admission control promised. The ``start_lease`` event
+   is *held* (``next_attempt_at`` = now + :data:`START_HOLD`) so that no
+   engine starts the lease before its servers are linked.
+2. :func:`link_instances` (after Nova's 202): the server ids go into the
+   reservations, the reservations (and allocations) of servers Nova did
+   not create (multi-create below ``max_count``) are deleted, the start
+   hold is released.
+3. Or :func:`destroy_lease` when Nova refused the request, or the servers
+   had to be deleted: the lease goes as if it never was.
+
+:func:`instance_deleted` is the compute hook's: a leased server is gone,
+its reservation is marked deleted, and a lease whose servers are all gone
+ends early (:func:`end_early`).
+"""
+
+import datetime
+
+from oslo_log import log as logging
+from oslo_utils import timeutils
+from oslo_utils import uuidutils
+
+from nova_lease.db import api as db_api
+from nova_lease import exception
+from nova_lease.periodic import events as lease_events
+from nova_lease.scheduler import admission
+from nova_lease import status
+
+LOG = logging.getLogger(__name__)
+
+RESOURCE_TYPE = 'virtual:instance'
+
+#: How long the start of a new lease waits for its servers to be linked.
+#: The link normally follows within milliseconds and releases the hold; a
+#: nova-api that died in between leaves an unlinked lease that the compute
+#: hook's reconcile pass repairs or ends.
+START_HOLD = datetime.timedelta(minutes=5)
+
+#: Server metadata keys set on leased servers.
+META_LEASE_ID = 'lease_id'
+META_LEASE_STATUS = 'lease_status'
+#: ``lease_status`` values (the engine's plugin sets active / terminated).
+META_PENDING = 'pending'
+META_RESERVED = 'reserved'
+
+_L = status.LeaseStatus
+_R = status.ReservationStatus
+_E = status.EventStatus
+
+#: Who cancels events when a lease ends early (recorded as the claimer).
+CANCELLER = 'nova-lease-compute-hook'
+
+
+class LinkError(exception.NovaLeaseException):
+    msg_fmt = 'Could not link servers to lease %(lease_id)s: %(reason)s'
+
+
+def flavor_sizes(flavor):
+    """{'vcpus', 'memory_mb', 'disk_gb'} of a Nova flavor (object/dict)."""
+    def get(name):
+        if isinstance(flavor, dict):
+            return flavor.get(name) or 0
+        return getattr(flavor, name, 0) or 0
+    return {'vcpus': int(get('vcpus')), 'memory_mb': int(get('memory_mb')),
+            'disk_gb': int(get('root_gb')) + int(get('ephemeral_gb'))}
+
+
+def create_instance_lease(db, conf, params, project_id, user_id, flavor,
+                          count, flavor_id=None, default=False, now=None):
+    """Record a PENDING lease for ``count`` servers; return the lease dict.
+
+    :param db: the side Database.
+    :param conf: ConfigOpts with [nova_lease] (minutes_before_end_lease).
+    :param params: a :class:`nova_lease.params.LeaseParams`.
+    :param flavor: dict with vcpus, memory_mb, disk_gb (see
+        :func:`flavor_sizes`).
+    :param count: how many servers the request may create (max_count).
+    :param default: the lease is a ``default_lease`` one (recorded in the
+        reservations' properties).
+    :raises nova_lease.scheduler.admission.NoCapacity: (409) a future
+        lease does not fit.
+    """
+    now = now or timeutils.utcnow()
+    before_end = params.effective_before_end(
+        conf.nova_lease.minutes_before_end_lease)
+    lease_id = uuidutils.generate_uuid()
+    events = lease_events.lease_events(params.start, params.end, before_end)
+    hold_until = now + START_HOLD
+    for event in events:
+        # (Every event gets the key: one INSERT for all of them.)
+        event['next_attempt_at'] = None
+        if (event['event_type'] == status.EventType.START_LEASE and
+                event['time'] < hold_until):
+            event['next_attempt_at'] = hold_until
+    reservations = []
+    for index in range(count):
+        properties = dict(flavor, index=index)
+        if flavor_id is not None:
+            properties['flavor_id'] = str(flavor_id)
+        if default:
+            properties['default_lease'] = True
+        reservations.append({
+            'id': uuidutils.generate_uuid(),
+            'resource_type': RESOURCE_TYPE,
+            'resource_id': None,
+            'status': str(_R.PENDING),
+            'properties': properties,
+        })
+    values = {
+        'id': lease_id, 'name': params.name, 'project_id': project_id,
+        'user_id': user_id, 'start_date': params.start,
+        'end_date': params.end, 'before_end_date': before_end,
+        'status': str(_L.PENDING), 'on_end': params.on_end,
+        'retries': params.retries,
+    }
+    with db.writer() as session:
+        allocations = []
+        if not params.start_now:
+            allocations = admission.allocate_instances(
+                session, conf, flavor, count, params.start, params.end)
+        rows = []
+        for reservation, allocation in zip(reservations, allocations or ()):
+            rows.append(dict(allocation, reservation_id=reservation['id']))
+        lease = db_api.lease_create(session, values,
+                                    reservations=reservations,
+                                    events=events, allocations=rows)
+    LOG.info('Recorded lease %(id)s (%(name)s) of project %(project)s for '
+             '%(count)d server(s), %(start)s to %(end)s',
+             {'id': lease_id, 'name': params.name, 'project': project_id,
+              'count': count, 'start': params.start, 'end': params.end})
+    return lease
+
+
+def link_instances(db, lease, server_ids):
+    """Link ``server_ids`` (in creation order) to the lease's reservations.
+
+    Reservations beyond ``len(server_ids)`` are deleted (with their
+    allocations); the start hold is released. One transaction. Returns
+    the lease dict.
+
+    :raises LinkError: more servers than reservations.
+    """
+    reservations = sorted(
+        (r for r in lease['reservations']
+         if r['resource_type'] == RESOURCE_TYPE),
+        key=lambda r: (r['properties'] or {}).get('index', 0))
+    if len(server_ids) > len(reservations):
+        raise LinkError(lease_id=lease['id'],
+                        reason='%d servers for %d reservations'
+                        % (len(server_ids), len(reservations)))
+    linked = []
+    events = []
+    with db.writer() as session:
+        for reservation, server_id in zip(reservations, server_ids):
+            linked.append(db_api.reservation_update(
+                session, reservation['id'], {'resource_id': server_id},
+                expected={'resource_id': None}))
+        for reservation in reservations[len(server_ids):]:
+            db_api.reservation_destroy(session, reservation['id'])
+        for event in lease['events']:
+            if (event['event_type'] == status.EventType.START_LEASE and
+                    event.get('next_attempt_at') is not None and
+                    not event.get('attempts')):
+                event = db_api.event_update(session, event['id'],
+                                            {'next_attempt_at': None},
+                                            expected_status=str(_E.UNDONE))
+            events.append(event)
+    # The lease as it now is (not read again: only this request knows it).
+    others = [r for r in lease['reservations']
+              if r['resource_type'] != RESOURCE_TYPE]
+    return dict(lease, reservations=others + linked, events=events)
+
+
+def destroy_lease(db, lease_id):
+    """Delete a lease that never took effect; False if already gone."""
+    try:
+        db_api.lease_destroy(db, lease_id)
+    except db_api.LeaseNotFound:
+        return False
+    LOG.info('Removed lease %s', lease_id)
+    return True
+
+
+def _cancel_events(session, lease, reason, now):
+    for event in lease['events']:
+        if event['status'] != _E.UNDONE:
+            continue
+        db_api.event_update(
+            session, event['id'],
+            {'status': str(_E.IN_PROGRESS), 'claimed_by': CANCELLER,
+             'claimed_at': now}, expected_status=str(_E.UNDONE))
+        db_api.event_update(
+            session, event['id'],
+            {'status': str(_E.DONE), 'last_error': 'cancelled: %s' % reason},
+            expected_status=str(_E.IN_PROGRESS),
+            expected={'claimed_by': CANCELLER})
+
+
+def end_early(session, lease, reason, now=None):
+    """In a writer session: end ``lease`` now, its UNDONE events cancelled.
+
+    A PENDING lease goes to TERMINATED; an ACTIVE (or ERROR) one through
+    TERMINATING to TERMINATED. Returns the new status, or None when the
+    lease is in a status the engine owns (STARTING, TERMINATING, ...) or
+    already ended: then nothing changes.
+    """
+    now = now or timeutils.utcnow()
+    current = lease['status']
+    if any(e['status'] == _E.IN_PROGRESS for e in lease['events']):
+        return None
+    if current == _L.PENDING:
+        path = [_L.TERMINATED]
+    elif current in (_L.ACTIVE, _L.ERROR):
+        path = [_L.TERMINATING, _L.TERMINATED]
+    else:
+        return None
+    _cancel_events(session, lease, reason, now)
+    old = current
+    for new in path:
+        status.check_transition(status.LEASE, old, new)
+        db_api.lease_update(session, lease['id'],
+                            {'status': str(new), 'status_reason': reason,
+                             'updated_at': now},
+                            expected_status=str(old))
+        old = new
+    return old
+
+
+def instance_deleted(db, server_id, now=None):
+    """A leased server is gone: mark its reservation(s) deleted.
+
+    A lease whose virtual:instance reservations are then all deleted, and
+    that has no other kind of reservation, ends early. Returns the list of
+    lease ids that ended. Leases the engine is working on (an event
+    IN_PROGRESS, or STARTING/TERMINATING) are left to the engine.
+    """
+    now = now or timeutils.utcnow()
+    ended = []
+    for reservation in db_api.reservation_list(
+            db, resource_id=server_id, resource_type=RESOURCE_TYPE):
+        if reservation['status'] == _R.DELETED:
+            continue
+        with db.writer() as session:
+            lease = db_api.lease_get(session, reservation['lease_id'])
+            if lease['status'] not in (_L.PENDING, _L.ACTIVE, _L.ERROR) or (
+                    any(e['status'] == _E.IN_PROGRESS
+                        for e in lease['events'])):
+                LOG.debug('Server %(server)s deleted while lease %(lease)s '
+                          'is %(status)s: left to the engine',
+                          {'server': server_id, 'lease': lease['id'],
+                           'status': lease['status']})
+                continue
+            status.check_transition(status.RESERVATION,
+                                    reservation['status'], _R.DELETED)
+            db_api.reservation_update(
+                session, reservation['id'], {'status': str(_R.DELETED)},
+                expected_status=reservation['status'])
+            LOG.info('Server %(server)s of lease %(lease)s was deleted',
+                     {'server': server_id, 'lease': lease['id']})
+            lease = db_api.lease_get(session, lease['id'])
+            rest = [r for r in lease['reservations']
+                    if r['status'] != _R.DELETED]
+            if rest:
+                continue
+            reason = ('every server of the lease was deleted (last: %s)'
+                      % server_id)
+            if end_early(session, lease, reason, now):
+                LOG.info('Lease %(lease)s ended early: %(reason)s',
+                         {'lease': lease['id'], 'reason': reason})
+                ended.append(lease['id'])
+    return ended
