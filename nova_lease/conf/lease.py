@@ -199,22 +199,24 @@ with a 400 by the lease API. When unset, the region is ``[placement]
 region_name`` of nova.conf, else ``RegionOne`` (Keystone's default).
 """),
     cfg.FloatOpt('scheduler_snapshot_ttl',
-                 default=10.0,
+                 default=60.0,
                  min=0.0,
                  help="""
 Longest time, in seconds, LeaseFilter and LeaseWeigher reuse their
-in-memory snapshot of the lease calendar.
+in-memory snapshot of the lease calendar before reading it again in full.
 
-Every scheduling request checks, with one cheap query, whether a new
-allocation (a newly admitted lease) was recorded since the snapshot was
-read, and reloads it then. Other changes (a lease deleted or its end moved,
-a server linked to its lease) are seen when the snapshot is reloaded,
-after at most this time. Reading the snapshot costs about as much as
-reading every live allocation and reservation of the side database.
+Every scheduling request checks, with a cheap query, whether allocations
+were recorded (a lease admitted) or recently deleted since the snapshot
+was read; those are merged into it before the request is answered. Other
+changes (a lease deleted or its end moved, a server linked to its lease,
+a status) are seen at the next full read, after at most this time. A full
+read costs about as much as reading every live allocation and reservation
+of the side database (seconds with 100,000 of them; see
+doc/scheduling.rst).
 
 Possible values:
 
-* 0: read the snapshot again for every scheduling request (exact, but
+* 0: read the snapshot in full for every scheduling request (exact, but
   slow with many reservations).
 * A positive number of seconds.
 """),

@@ -17,10 +17,16 @@ Operators enable it in nova.conf (both options are needed)::
     available_filters = nova.scheduler.filters.all_filters
     available_filters = nova_lease.scheduler.filters.LeaseFilter
     enabled_filters = <Nova's defaults>,LeaseFilter
+
+doc/scheduling.rst describes the rules and what rebuild, resize, migrate
+and unshelve do with a leased server.
 """
 
 from nova.scheduler import filters
+from nova.scheduler import utils
 from oslo_log import log as logging
+
+from nova_lease.scheduler import view as lease_view
 
 LOG = logging.getLogger(__name__)
 
@@ -28,20 +34,22 @@ LOG = logging.getLogger(__name__)
 class LeaseFilter(filters.BaseHostFilter):
     """Only pass hosts where the request fits for its whole lease interval.
 
-    The rule this filter enforces (DESIGN, "Beyond Blazar" 1, future-aware
-    scheduling): the capacity calendar holds every lease's vcpus, RAM and
-    disk over time, per host. A host passes when the request fits on it,
-    next to every reservation the calendar holds there, over the request's
-    whole interval: [now, lease end) for a leased server (hint
-    ``lease_params`` or a server that belongs to a lease), [now, infinity)
-    for an unleased one. Reserved capacity is so lent to time-bounded work
-    that ends before the reservation starts, and never to anything that
-    would still run then. A request with the ``reservation`` hint passes
-    only the hosts of that host reservation, for its owner project, while
-    the lease is ACTIVE; other requests never pass a host that is in an
-    active host reservation.
+    The capacity calendar holds every lease's vcpus, RAM and disk over
+    time, per host. A host passes when the request fits on it, next to
+    what runs there now and every allocation the calendar holds there, over
+    the request's whole interval: [now, lease end) for a leased server
+    (its reservation, the ``lease_params`` hint, or the default lease),
+    [now, infinity) for an unleased one. Reserved capacity is so lent to
+    time-bounded work that ends before the reservation starts, and never to
+    anything that would still run then. A server whose lease holds an
+    allocation passes only its allocated host; a request with the
+    ``reservation`` hint passes only the hosts of that host reservation,
+    for its owner project, while the lease is ACTIVE; hosts of the free
+    pool aggregate take no unleased server.
 
-    For now (placeholder) every host passes; the decision is logged.
+    One calendar snapshot is read per request (cached, see
+    ``[nova_lease] scheduler_snapshot_ttl``) and every host is answered
+    from memory in one vectorised pass (``filter_all``).
     """
 
     # The interval of a rebuilt server does not change, and neither does
@@ -51,12 +59,26 @@ class LeaseFilter(filters.BaseHostFilter):
     # Every instance of a multi-create request needs its own capacity.
     run_filter_once_per_request = False
 
+    def filter_all(self, filter_obj_list, spec_obj):
+        """Yield the hosts that pass, deciding for all of them at once."""
+        hosts = list(filter_obj_list)
+        if not hosts or (not self.RUN_ON_REBUILD and
+                         utils.request_is_rebuild(spec_obj)):
+            return hosts
+        view = lease_view.view_for(spec_obj, fresh=True)
+        if view is None:
+            return hosts
+        passed = []
+        for host_state, (ok, why) in zip(hosts, view.passes(hosts)):
+            if ok:
+                passed.append(host_state)
+            else:
+                LOG.debug('%(host_state)s fails LeaseFilter check for '
+                          'instance %(instance)s: %(why)s',
+                          {'host_state': host_state, 'why': why,
+                           'instance': spec_obj.instance_uuid})
+        return passed
+
     def host_passes(self, host_state, spec_obj):
         """Return True if the request fits the host's lease calendar."""
-        passes = True
-        LOG.debug('%(host_state)s %(result)s LeaseFilter for instance '
-                  '%(instance)s',
-                  {'host_state': host_state,
-                   'result': 'passes' if passes else 'fails',
-                   'instance': spec_obj.instance_uuid})
-        return passes
+        return bool(self.filter_all([host_state], spec_obj))

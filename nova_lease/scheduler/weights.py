@@ -11,11 +11,13 @@
 # under the License.
 """Lease Weigher. Weigh hosts by how tightly a request fits them in time.
 
-The default prefers the host where the request's interval fits tightest
-between the reservations the capacity calendar holds there (least
-fragmentation of future capacity). Set ``[nova_lease] weigher_multiplier``
-(or the aggregate metadata key ``lease_weigher_multiplier``) to a negative
-number to invert that, or to 0 to disable the weigher.
+The default prefers, for a time-bounded (leased) request, the host where
+it ends closest before the next promised demand that would no longer let
+it fit (least fragmentation of future capacity); and, for unleased work,
+the hosts with no future promise, then those whose next promise is the
+furthest away. Set ``[nova_lease] weigher_multiplier`` (or the aggregate
+metadata key ``lease_weigher_multiplier``) to a negative number to invert
+that, or to 0 to disable the weigher.
 
 Operators enable it in nova.conf by adding
 ``nova_lease.scheduler.weights.LeaseWeigher`` to ``[filter_scheduler]
@@ -28,16 +30,17 @@ from nova.scheduler import utils
 from nova.scheduler import weights
 
 from nova_lease import conf as lease_conf
+from nova_lease.scheduler import view as lease_view
 
 CONF = nova.conf.CONF
 lease_conf.register_opts(CONF)
 
 
 class LeaseWeigher(weights.BaseHostWeigher):
-    """Prefer the hosts where a request fits tightest in time.
+    """Prefer the hosts where a request fits tightest in time."""
 
-    For now (placeholder) every host weighs the same.
-    """
+    minval = -1.0
+    maxval = 1.0
 
     def weight_multiplier(self, host_state):
         """Override the weight multiplier (aggregate metadata wins)."""
@@ -45,6 +48,20 @@ class LeaseWeigher(weights.BaseHostWeigher):
             host_state, 'lease_weigher_multiplier',
             CONF.nova_lease.weigher_multiplier)
 
+    def weigh_objects(self, weighed_obj_list, weight_properties):
+        """Weigh every host at once, with the LeaseFilter's view."""
+        hosts = [weighed.obj for weighed in weighed_obj_list]
+        view = lease_view.view_for(weight_properties, fresh=False)
+        if view is None:
+            return [0.0] * len(hosts)
+        return view.weights(hosts)
+
     def _weigh_object(self, host_state, weight_properties):
         """Higher weights win: the tighter the fit in time, the higher."""
-        return 0.0
+        return self.weigh_objects([_Weighed(host_state)],
+                                  weight_properties)[0]
+
+
+class _Weighed(object):
+    def __init__(self, obj):
+        self.obj = obj

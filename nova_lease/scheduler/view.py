@@ -1,0 +1,504 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""One scheduling request seen against the lease calendar.
+
+:func:`resolve` decides which interval a request needs and where it may
+go; :class:`RequestView` answers, for a list of HostStates at once, which
+hosts it fits and how tightly (LeaseFilter and LeaseWeigher share one view
+per request, see :func:`view_for`). doc/scheduling.rst explains the rules.
+"""
+
+import collections
+import math
+import operator
+import threading
+import weakref
+
+import nova.conf
+import numpy as np
+from oslo_log import log as logging
+from oslo_serialization import jsonutils
+from oslo_utils import timeutils
+
+from nova_lease import calendar
+from nova_lease import conf as lease_conf
+from nova_lease.db import api as db_api
+from nova_lease import exception as lease_exception
+from nova_lease import params
+from nova_lease.scheduler import fit
+from nova_lease.scheduler import snapshot
+from nova_lease import status
+
+LOG = logging.getLogger(__name__)
+CONF = nova.conf.CONF
+lease_conf.register_opts(CONF)
+
+UNLEASED = 'unleased'
+LEASED = 'leased'
+HOST_RESERVATION = 'host reservation'
+
+# Weigher scales (seconds): slack of an hour, next promise in a day.
+_SLACK_SCALE = 3600.0
+_PROMISE_SCALE = 86400.0
+
+
+class Request(collections.namedtuple(
+        'Request', 'kind demand start end allowed exclude why')):
+    """What a request needs.
+
+    :ivar kind: UNLEASED, LEASED or HOST_RESERVATION.
+    :ivar demand: a calendar Demand.
+    :ivar start, end: the interval (``end`` None: forever).
+    :ivar allowed: None, or the set of the only hosts it may use.
+    :ivar exclude: reservation ids whose allocations do not count against
+        it (its own).
+    :ivar why: how the interval was found (for logs).
+    """
+
+    __slots__ = ()
+
+
+def _is_set(obj, name):
+    try:
+        return obj.obj_attr_is_set(name)
+    except AttributeError:
+        return getattr(obj, name, None) is not None
+
+
+def demand_of(spec_obj):
+    """The Demand of one instance of a RequestSpec (placement's sizes)."""
+    flavor = spec_obj.flavor
+    swap_gb = int(math.ceil((flavor.swap or 0) / 1024.0))
+    is_bfv = _is_set(spec_obj, 'is_bfv') and spec_obj.is_bfv
+    root = 0 if is_bfv else flavor.root_gb
+    return calendar.Demand(flavor.vcpus, flavor.memory_mb,
+                           root + flavor.ephemeral_gb + swap_gb)
+
+
+def _hint(spec_obj, name):
+    value = spec_obj.get_scheduler_hint(name)
+    if isinstance(value, list):
+        value = value[0] if value else None
+    return value
+
+
+def lookup_server(conf, uuid, now):
+    """The live instance Reservation of server ``uuid`` and the hosts of
+    its allocations, read from the side database; (None, ()) if none.
+
+    For a request the snapshot does not know as leased although its hints
+    say so: the server may have been linked to its lease after the
+    snapshot was read. One indexed query (plus two when found).
+    """
+    db = db_api.get_database(conf)
+    for row in db_api.reservation_list(db, resource_id=uuid,
+                                       resource_type=snapshot.INSTANCE):
+        if row['status'] in snapshot.DEAD_RESERVATIONS:
+            continue
+        lease = db_api.lease_get(db, row['lease_id'])
+        if lease['status'] in snapshot.DEAD_LEASES or \
+                lease['end_date'] <= now:
+            continue
+        allocations = db_api.allocation_list(db, reservation_id=row['id'])
+        items = [calendar.Item(a['host'], a['start_date'], a['end_date'],
+                               a['vcpus'], a['memory_mb'], a['disk_gb'],
+                               a['whole_host'], row['id'])
+                 for a in allocations]
+        props = row['properties'] or {}
+        size = snapshot._size_from(jsonutils.dumps(props), items)
+        res = snapshot.Reservation(
+            row['id'], lease['id'], lease['project_id'], snapshot.INSTANCE,
+            uuid, lease['start_date'], lease['end_date'], lease['status'],
+            size)
+        return res, {item.host for item in items if item.end > now}
+    return None, ()
+
+
+def lookup_reservation(conf, reservation_id, now):
+    """A host Reservation and its allocated hosts, read from the side
+    database; (None, ()) if unknown.
+
+    For a ``reservation`` hint that the snapshot does not show ACTIVE:
+    the lease may have started after the snapshot was read.
+    """
+    db = db_api.get_database(conf)
+    try:
+        row = db_api.reservation_get(db, reservation_id)
+        lease = db_api.lease_get(db, row['lease_id'])
+    except lease_exception.NotFound:
+        return None, ()
+    hosts = {a['host'] for a in db_api.allocation_list(
+        db, reservation_id=reservation_id)}
+    res = snapshot.Reservation(
+        row['id'], lease['id'], lease['project_id'], row['resource_type'],
+        row['resource_id'], lease['start_date'], lease['end_date'],
+        lease['status'], None)
+    return res, hosts
+
+
+def resolve(spec_obj, snap, now, conf=CONF, lookup=None,
+            lookup_reservation=None):
+    """The :class:`Request` of ``spec_obj`` (see doc/scheduling.rst).
+
+    ``lookup(uuid, now)`` -> (Reservation or None, allocated hosts) is
+    asked about a server the snapshot does not know as leased although
+    its hints say it is; ``lookup_reservation(id, now)`` (same answer)
+    about a ``reservation`` hint the snapshot does not show ACTIVE.
+    """
+    demand = demand_of(spec_obj)
+    uuid = spec_obj.instance_uuid if _is_set(spec_obj, 'instance_uuid') \
+        else None
+    res = snap.servers.get(uuid) if uuid else None
+    reserved = _hint(spec_obj, 'reserved')
+    raw = _hint(spec_obj, 'lease_params')
+    hinted = str(reserved).lower() == 'true' and isinstance(raw, str)
+    hosts = None
+    if res is None and uuid and hinted and lookup is not None:
+        try:
+            res, hosts = lookup(uuid, now)
+        except Exception:
+            LOG.exception('nova_lease: cannot look up the lease of server '
+                          '%s; scheduling it by its hints', uuid)
+            res, hosts = None, None
+    if res is not None:
+        if res.end <= now:
+            return Request(UNLEASED, demand, now, None, None, (),
+                           'its lease %s is over' % res.lease_id)
+        if res.start > now:
+            # Built before its lease starts: it is shelved right away.
+            return Request(LEASED, demand, now, res.start, None, (),
+                           'lease %s not started' % res.lease_id)
+        if hosts is None:
+            hosts = {item.host for item in snap.allocations.get(res.id, ())
+                     if item.end > now}
+        ignore = set(spec_obj.ignore_hosts or ()) \
+            if _is_set(spec_obj, 'ignore_hosts') else set()
+        allowed = hosts if hosts and not hosts & ignore else None
+        return Request(LEASED, demand, now, res.end, allowed, (res.id,),
+                       'lease %s' % res.lease_id)
+
+    if hinted:
+        try:
+            lease = params.parse_lease_params(raw, now,
+                                              default_name='server')
+        except params.LeaseParamError as e:
+            LOG.debug('Ignoring the lease_params hint of instance %(uuid)s '
+                      '(%(error)s): scheduled as unleased',
+                      {'uuid': uuid, 'error': e})
+        else:
+            end = lease.end if lease.start_now else lease.start
+            return Request(LEASED, demand, now, max(end, now), None, (),
+                           'lease_params hint')
+
+    reservation_id = _hint(spec_obj, 'reservation')
+    if reservation_id:
+        res = snap.reservations.get(reservation_id)
+        hosts = None
+        if lookup_reservation is not None and (
+                res is None or res.lease_status != status.LeaseStatus.ACTIVE):
+            try:
+                res, hosts = lookup_reservation(reservation_id, now)
+            except Exception:
+                LOG.exception('nova_lease: cannot look up reservation %s',
+                              reservation_id)
+                res = None
+        project = spec_obj.project_id if _is_set(spec_obj, 'project_id') \
+            else None
+        if (res is None or res.resource_type != snapshot.HOST or
+                res.lease_status != status.LeaseStatus.ACTIVE or
+                res.project_id != project or res.end <= now):
+            return Request(HOST_RESERVATION, demand, now, now, set(), (),
+                           'reservation %s is not an active host '
+                           'reservation of the project' % reservation_id)
+        if hosts is None:
+            hosts = {item.host for item in snap.allocations.get(res.id, ())}
+        return Request(HOST_RESERVATION, demand, now, res.end, hosts,
+                       (res.id,), 'reservation %s' % res.id)
+
+    group = conf.nova_lease
+    project = spec_obj.project_id if _is_set(spec_obj, 'project_id') \
+        else None
+    if group.default_lease and project not in \
+            group.default_lease_exempt_projects:
+        duration = params.parse_duration(group.default_lease_duration,
+                                         'default_lease_duration')
+        return Request(LEASED, demand, now, now + duration, None, (),
+                       'default lease')
+    return Request(UNLEASED, demand, now, None, None, (), 'no lease')
+
+
+def _reserved(conf):
+    return (conf.reserved_host_cpus, conf.reserved_host_memory_mb,
+            int(math.ceil(conf.reserved_host_disk_mb / 1024.0)))
+
+
+def _instance_size(instance):
+    try:
+        if all(instance.obj_attr_is_set(f) for f in
+               ('vcpus', 'memory_mb', 'root_gb', 'ephemeral_gb')):
+            return calendar.Demand(instance.vcpus or 0,
+                                   instance.memory_mb or 0,
+                                   (instance.root_gb or 0) +
+                                   (instance.ephemeral_gb or 0))
+    except AttributeError:
+        pass
+    return None
+
+
+def leased_entry(res, host, size, snap, now):
+    """``(end, size)`` of a running leased server for a HostLoad.
+
+    None when it counts as unleased (its lease is over, or its size is
+    unknown).
+    """
+    if size is None or res.end <= now:
+        return None
+    if res.start > now:
+        return (res.start, size)
+    for item in snap.allocations.get(res.id, ()):
+        if item.host == host and item.start <= now < item.end:
+            # Its allocation already holds its capacity: stop counting it
+            # separately from now on.
+            return (now, size)
+    return (res.end, size)
+
+
+def host_key(host_state):
+    """The calendar's name of a HostState (the hypervisor hostname)."""
+    return host_state.nodename or host_state.host
+
+
+_HOST_NUMBERS = operator.attrgetter(
+    'vcpus_total', 'vcpus_used', 'total_usable_ram_mb', 'free_ram_mb',
+    'total_usable_disk_gb', 'disk_mb_used', 'cpu_allocation_ratio',
+    'ram_allocation_ratio', 'disk_allocation_ratio')
+
+
+def host_loads(host_states, snap, now, reserved):
+    """The :class:`fit.Loads` of HostStates (no I/O).
+
+    Capacities and usage from the HostStates' totals, ratios and usage
+    (as consumed by the scheduler so far), and their servers that the
+    snapshot knows to be leased.
+    """
+    n = len(host_states)
+    keys = [host_key(hs) for hs in host_states]
+    numbers = np.array([_HOST_NUMBERS(hs) for hs in host_states],
+                       dtype=float).reshape(n, 9).T
+    ratios = np.nan_to_num(numbers[6:9], nan=1.0)
+    ratios[ratios == 0] = 1.0
+    v_tot, v_used, m_tot, m_free, d_tot, d_used_mb = np.nan_to_num(
+        numbers[:6], nan=0.0)
+    rv, rm, rd = reserved
+    cap = np.floor(np.stack((v_tot - rv, m_tot - rm, d_tot - rd)) *
+                   ratios).astype(np.int64)
+    used = np.maximum(np.stack((v_used - rv, m_tot - m_free - rm,
+                                np.ceil(d_used_mb / 1024.0) - rd)),
+                      0).astype(np.int64)
+    l_own, l_end, l_size = [], [], []
+    servers = snap.servers
+    if servers:
+        rows = snap.server_rows
+        now_us = calendar._to_us(now)
+        for k, hs in enumerate(host_states):
+            instances = hs.instances
+            if not instances:
+                continue
+            for uuid in [u for u in instances if u in servers]:
+                row = rows.get(uuid)
+                if row is None:
+                    # Size unknown to the lease: the Instance may tell.
+                    entry = leased_entry(servers[uuid], keys[k],
+                                         _instance_size(instances[uuid]),
+                                         snap, now)
+                    if entry is not None:
+                        end, size = entry
+                        l_own.append(k)
+                        l_end.append(calendar._to_us(end))
+                        l_size.append(size[:3])
+                    continue
+                start_us, end_us, v, m, d, a_host, a_start, a_end = row
+                if end_us <= now_us:
+                    continue
+                if start_us > now_us:
+                    end_us = start_us
+                elif a_host == keys[k] and a_start <= now_us < a_end:
+                    end_us = now_us
+                l_own.append(k)
+                l_end.append(end_us)
+                l_size.append((v, m, d))
+    return fit.Loads.from_arrays(keys, cap, used, np.ones(n, bool), l_own,
+                                 l_end, l_size)
+
+
+def in_freepool(host_state, conf=CONF):
+    name = conf.nova_lease.freepool_aggregate
+    return any(getattr(agg, 'name', None) == name
+               for agg in (host_state.aggregates or ()))
+
+
+class RequestView(object):
+    """A request against a snapshot and the HostStates of this request."""
+
+    def __init__(self, spec_obj, snap, now, conf=CONF):
+        self.snap = snap
+        self.now = now
+        self.conf = conf
+        self.request = resolve(
+            spec_obj, snap, now, conf,
+            lookup=lambda uuid, when: lookup_server(conf, uuid, when),
+            lookup_reservation=lambda rid, when: lookup_reservation(
+                conf, rid, when))
+        self._reserved = _reserved(conf)
+        # The filter's Loads, reused by the weigher of the same request
+        # (the host states do not change in between).
+        self._cached = None
+
+    def _loads(self, host_states):
+        """Loads of host_states; the filter's are reused by the weigher."""
+        cached = self._cached
+        if cached is not None:
+            pos = cached[0]
+            try:
+                members = [pos[id(hs)] for hs in host_states]
+            except KeyError:
+                pass
+            else:
+                if len(members) == len(pos):
+                    return cached[1]
+                return cached[1].subset(members)
+        loads = host_loads(host_states, self.snap, self.now, self._reserved)
+        self._cached = ({id(hs): k for k, hs in enumerate(host_states)},
+                        loads)
+        return loads
+
+    def _run(self, fn, loads, *args):
+        """fn(calendar, loads, *args) per group of hosts that share a
+        calendar (the request's own allocations left out where they are).
+        """
+        req = self.request
+        cal = self.snap.calendar
+        own = set()
+        if req.exclude and cal is not None:
+            own = {item.host for ref in req.exclude
+                   for item in self.snap.allocations.get(ref, ())}
+        mine = [k for k, host in enumerate(loads.hosts) if host in own]
+        if not mine:
+            return fn(cal, loads, *args)
+        out = [None] * len(loads)
+        rest = [k for k, host in enumerate(loads.hosts) if host not in own]
+        groups = [(self.snap.calendar_without(
+            req.exclude, {loads.hosts[k] for k in mine}), mine)]
+        if rest:
+            groups.append((cal, rest))
+        for group_cal, members in groups:
+            part = fn(group_cal, loads.subset(members), *args)
+            for k, value in zip(members, part):
+                out[k] = value
+        return out
+
+    def passes(self, host_states):
+        """[(bool, reason)] per HostState."""
+        req = self.request
+        result = [None] * len(host_states)
+        todo = []
+        for k, hs in enumerate(host_states):
+            if req.allowed is not None and not (
+                    {host_key(hs), hs.host} & req.allowed):
+                result[k] = (False, '%s may only use %s' % (
+                    req.why, ', '.join(sorted(req.allowed)) or 'no host'))
+            elif req.kind != HOST_RESERVATION and in_freepool(hs,
+                                                              self.conf):
+                # The free pool is for host reservations, whose admission
+                # only sees allocations: no server may hide there.
+                result[k] = (False, 'only host reservations use the free '
+                                    'pool')
+            else:
+                todo.append(k)
+        if todo:
+            loads = self._loads([host_states[k] for k in todo])
+            ok = self._run(fit.fits, loads, req.demand, req.start, req.end)
+            for k, good in zip(todo, ok):
+                result[k] = (good, None if good else
+                             'the request (%s) does not fit until %s' % (
+                                 req.why, req.end or 'forever'))
+        return result
+
+    def weights(self, host_states):
+        """Raw weights in [-1, 1]: higher is better (doc/scheduling.rst)."""
+        req = self.request
+        if req.kind == UNLEASED or req.end is None:
+            hosts = [host_key(hs) for hs in host_states]
+            seconds = fit.next_promise_seconds(self.snap.calendar, hosts,
+                                               self.now)
+            return [1.0 if math.isinf(s) else s / (s + _PROMISE_SCALE)
+                    for s in seconds]
+        slack = self._run(fit.slack_seconds, self._loads(host_states),
+                          req.demand, req.start, req.end)
+        return [0.0 if s == math.inf else
+                (-1.0 if s < 0 else 1.0 / (1.0 + s / _SLACK_SCALE))
+                for s in slack]
+
+
+# -- one view per request, shared by the filter and the weigher ------------
+
+_VIEWS = {}
+_VIEWS_LOCK = threading.Lock()
+_MAX_VIEWS = 256
+
+
+def _remember(spec_obj, view):
+    with _VIEWS_LOCK:
+        if len(_VIEWS) >= _MAX_VIEWS:
+            for key in [k for k, (ref, _v) in _VIEWS.items()
+                        if ref() is None]:
+                del _VIEWS[key]
+            if len(_VIEWS) >= _MAX_VIEWS:
+                _VIEWS.clear()
+        _VIEWS[id(spec_obj)] = (weakref.ref(spec_obj), view)
+
+
+def _recall(spec_obj):
+    with _VIEWS_LOCK:
+        entry = _VIEWS.get(id(spec_obj))
+    if entry is not None and entry[0]() is spec_obj:
+        return entry[1]
+    return None
+
+
+def get_snapshot(now, conf=CONF):
+    db = db_api.get_database(conf)
+    return snapshot.CACHE.get(db, now, conf.nova_lease.scheduler_snapshot_ttl)
+
+
+def view_for(spec_obj, fresh, conf=CONF):
+    """The RequestView of ``spec_obj``.
+
+    ``fresh``: build a new one (the filter, once per instance of the
+    request) rather than reuse the last one built for this RequestSpec
+    (the weigher, right after the filter). None if the side database
+    cannot be read (the caller then lets every host pass).
+    """
+    if not fresh:
+        view = _recall(spec_obj)
+        if view is not None:
+            return view
+    now = timeutils.utcnow()
+    try:
+        snap = get_snapshot(now, conf)
+    except Exception:
+        LOG.exception('nova_lease: cannot read the lease calendar; '
+                      'scheduling without it')
+        return None
+    view = RequestView(spec_obj, snap, now, conf)
+    _remember(spec_obj, view)
+    return view

@@ -1,0 +1,300 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""Future-aware scheduling on a real in-process Nova (issue 5).
+
+Scheduled leases are booted through the API with the seed's hints: the
+lease middleware admits and records them (``allocate_instances`` inside
+its writer transaction). What the engine and the compute hook do around
+them (shelve before start, statuses and unshelve at start) is done here
+through Nova's API and ``db_api``, so that these tests do not depend on
+notification timing. Admissions without a server are recorded the way the
+lease-recording code does it: ``allocate_instances`` and
+``db_api.lease_create`` in one writer transaction.
+"""
+
+import datetime
+import threading
+
+import nova.conf
+from nova.tests.functional.api import client as api_client
+from oslo_serialization import jsonutils
+
+from nova_lease.db import api as db_api
+from nova_lease.scheduler import admission
+from tests.functional import base
+
+CONF = nova.conf.CONF
+HOUR = datetime.timedelta(hours=1)
+FLAVOR = {'vcpus': 4, 'memory_mb': 512, 'disk_gb': 1}
+
+
+class _Base(base.LeaseFunctionalBase):
+
+    def _setup_services(self):
+        # A host of N vcpus holds N vcpus (Nova's default CPU allocation
+        # ratio is 4.0, RAM 1.0); set before the computes report.
+        for resource in ('cpu', 'ram', 'disk'):
+            self.flags(**{'%s_allocation_ratio' % resource: 1.0,
+                          'initial_%s_allocation_ratio' % resource: 1.0})
+        super()._setup_services()
+
+    def setUp(self):
+        super().setUp()
+        # The scheduler keeps its snapshot for the default TTL (60 s, far
+        # longer than a test): admissions reach it through the probe,
+        # servers linked since it was read through their hints' lookup.
+        # Let the lease weigher decide between otherwise equal hosts.
+        self.flags(weigher_multiplier=10.0, group='nova_lease')
+        self.db = db_api.get_database(CONF)
+        self.T = self.clock.now
+        self._create_flavor(id='big', name='big', vcpu=4, memory_mb=512,
+                            disk=1, ephemeral=0)
+
+    def _admit(self, start, end, name='scheduled', flavor=FLAVOR):
+        """Record a scheduled lease as the lease-recording code does.
+
+        Admission and lease_create in one writer transaction.
+        """
+        with self.db.writer() as session:
+            allocations = admission.allocate_instances(
+                session, CONF, flavor, 1, start, end)
+            lease = db_api.lease_create(session, {
+                'name': name, 'project_id': 'other', 'user_id': 'fake',
+                'start_date': start, 'end_date': end, 'status': 'PENDING',
+            }, reservations=[{
+                'resource_type': 'virtual:instance', 'status': 'pending',
+                'properties': dict(flavor), 'allocations': allocations,
+            }])
+        return lease, allocations
+
+    def _lease_count(self):
+        return len(db_api.lease_list(self.db))
+
+    def _hints(self, end, start=None):
+        return {'reserved': 'True', 'lease_params': jsonutils.dumps({
+            'name': 'l',
+            'start': start.strftime('%Y-%m-%dT%H:%M:%S') if start else 'now',
+            'end': end.strftime('%Y-%m-%dT%H:%M:%S')})}
+
+    def _host(self, server):
+        return server['OS-EXT-SRV-ATTR:host']
+
+    def _delete(self, server):
+        self._delete_server(server)
+
+    def _reservation_of(self, server):
+        reservations = db_api.reservation_list(self.db,
+                                               resource_id=server['id'])
+        self.assertEqual(1, len(reservations))
+        return reservations[0]
+
+    def _book(self, start, end, name):
+        """Boot a server for a scheduled lease through the API.
+
+        The lease middleware admits and records it. Returns (server,
+        reservation, allocation).
+        """
+        server = self._boot(self._hints(end, start), name=name,
+                            flavor='big')
+        reservation = self._reservation_of(server)
+        allocations = db_api.allocation_list(
+            self.db, reservation_id=reservation['id'])
+        self.assertEqual(1, len(allocations))
+        return server, reservation, allocations[0]
+
+    def _shelved(self, server):
+        server = self.api.get_server(server['id'])
+        if server['status'] != 'SHELVED_OFFLOADED':
+            server = self._shelve_server(server)
+        return server
+
+
+class TestFutureAwareScheduling(_Base):
+
+    COMPUTES = {'host1': (4, 8192, 100), 'host2': (4, 8192, 100)}
+
+    def test_reserved_capacity_is_lent_then_returned(self):
+        T = self.T
+        # A scheduled lease for 4 vcpus from T+2h to T+4h, admitted onto
+        # one host. Its server is built now, for [now, T+2h): the weigher
+        # puts it on its future host (tightest fit), then it is shelved.
+        reserved_vm, reservation, allocation = self._book(
+            T + 2 * HOUR, T + 4 * HOUR, 'reserved')
+        promised = allocation['host']
+        self.assertIn(promised, self.COMPUTES)
+        self.assertEqual((T + 2 * HOUR, T + 4 * HOUR, 4),
+                         (allocation['start_date'], allocation['end_date'],
+                          allocation['vcpus']))
+        self.assertEqual(promised, self._host(reserved_vm))
+        other = ({'host1', 'host2'} - {promised}).pop()
+        reserved_vm = self._shelved(reserved_vm)
+        self.assertIsNone(self._host(reserved_vm))
+
+        # A server without a lease would still run at T+2h: not on the
+        # promised host.
+        unleased = self._boot(name='unleased', flavor='big')
+        self.assertEqual(other, self._host(unleased))
+
+        # A server leased until T+1h borrows the promised capacity.
+        short = self._boot(self._hints(T + HOUR), name='short',
+                           flavor='big')
+        self.assertEqual(promised, self._host(short))
+        self._delete(short)
+
+        # One leased until T+3h would overlap the promise: the promised
+        # host refuses it (and the other one is full).
+        long_ = self._boot(self._hints(T + 3 * HOUR), name='long',
+                           flavor='big', wait='ERROR')
+        self.assertIn('No valid host', long_['fault']['message'])
+        self._delete(long_)
+        self._delete(unleased)
+
+        # At T+2h the lease starts (the engine sets the statuses and
+        # unshelves): the reserved server goes back to its host, the only
+        # one it may use, although both are empty.
+        self.clock.advance_to(T + 2 * HOUR)
+        db_api.lease_update(self.db, reservation['lease_id'],
+                            {'status': 'ACTIVE'})
+        db_api.reservation_update(self.db, reservation['id'],
+                                  {'status': 'active'})
+        reserved_vm = self._unshelve_server(reserved_vm)
+        self.assertEqual(promised, self._host(reserved_vm))
+
+        # Its capacity is not counted twice: the other host still takes an
+        # unleased server.
+        again = self._boot(name='unleased-2', flavor='big')
+        self.assertEqual(other, self._host(again))
+
+    def test_full_window_gets_409_and_leaves_nothing(self):
+        T = self.T
+        first = self._book(T + 2 * HOUR, T + 4 * HOUR, 'one')[2]
+        second = self._book(T + 2 * HOUR, T + 4 * HOUR, 'two')[2]
+        self.assertEqual({'host1', 'host2'},
+                         {first['host'], second['host']})
+        leases = self._lease_count()
+        allocations = db_api.allocation_list(self.db)
+        servers = len(self.api.get_servers())
+
+        # Through the API: the boot of an overlapping scheduled lease.
+        exc = self.assertRaises(
+            api_client.OpenStackApiException, self._boot,
+            self._hints(T + 5 * HOUR, T + 3 * HOUR), name='three',
+            flavor='big')
+        self.assertEqual(409, exc.response.status_code)
+        self.assertIn('No host can hold 1 instance(s) of 4 vcpus',
+                      exc.response.text)
+        # Admission itself, in the lease-recording transaction.
+        exc = self.assertRaises(admission.NoCapacity, self._admit,
+                                T + 3 * HOUR, T + 5 * HOUR, 'four')
+        self.assertEqual(409, exc.code)
+        # Nothing left behind.
+        self.assertEqual(leases, self._lease_count())
+        self.assertEqual(allocations, db_api.allocation_list(self.db))
+        self.assertEqual(servers, len(self.api.get_servers()))
+        # After the window, the hosts are free again.
+        self.assertEqual(1, len(self._admit(T + 4 * HOUR, T + 6 * HOUR,
+                                            'after')[1]))
+
+    def test_parallel_admissions_for_the_last_slot(self):
+        T = self.T
+        self._admit(T + 2 * HOUR, T + 4 * HOUR, 'one')
+        before = self._lease_count()
+        results = []
+        lock = threading.Lock()
+        barrier = threading.Barrier(10)
+
+        def attempt(n):
+            barrier.wait()
+            try:
+                self._admit(T + 3 * HOUR, T + 5 * HOUR, 'p%d' % n)
+            except admission.NoCapacity:
+                outcome = 'conflict'
+            except Exception as e:  # reported by the assertion below
+                outcome = repr(e)
+            else:
+                outcome = 'admitted'
+            with lock:
+                results.append(outcome)
+
+        threads = [threading.Thread(target=attempt, args=(n,))
+                   for n in range(10)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+        self.assertEqual(['admitted'] + ['conflict'] * 9, sorted(results))
+        self.assertEqual(before + 1, self._lease_count())
+
+
+class TestWeigherPrefersTightestFit(_Base):
+
+    COMPUTES = {'host1': (4, 8192, 100), 'host2': (4, 8192, 100),
+                'host3': (4, 8192, 100)}
+
+    def _promise(self, host, start, end, vcpus):
+        db_api.lease_create(self.db, {
+            'name': 'promise-%s' % host, 'project_id': 'other',
+            'start_date': start, 'end_date': end, 'status': 'PENDING',
+        }, reservations=[{
+            'resource_type': 'virtual:instance', 'status': 'pending',
+            'properties': {'vcpus': vcpus, 'memory_mb': 512, 'disk_gb': 1},
+            'allocations': [{'host': host, 'start_date': start,
+                             'end_date': end, 'vcpus': vcpus,
+                             'memory_mb': 512, 'disk_gb': 1}],
+        }])
+
+    def _place(self, hints, name):
+        server = self._boot(hints, name=name, flavor='half')
+        host = self._host(server)
+        self._delete(server)
+        return host
+
+    def setUp(self):
+        super().setUp()
+        self._create_flavor(id='half', name='half', vcpu=2, memory_mb=512,
+                            disk=1, ephemeral=0)
+
+    def test_leased_work_goes_where_it_fits_tightest(self):
+        T = self.T
+        # host1 is fully promised from T+1h, host2 from T+3h, host3 never.
+        self._promise('host1', T + HOUR, T + 10 * HOUR, 4)
+        self._promise('host2', T + 3 * HOUR, T + 10 * HOUR, 4)
+        # Ends 15 min before host1's promise, 2h15 before host2's.
+        self.assertEqual('host1', self._place(
+            self._hints(T + 45 * MINUTE), 'until-45min'))
+        # host1 cannot take it; it ends 30 min before host2's promise.
+        self.assertEqual('host2', self._place(
+            self._hints(T + 150 * MINUTE), 'until-2h30'))
+        # A negative multiplier inverts the preference.
+        self.flags(weigher_multiplier=-10.0, group='nova_lease')
+        self.assertEqual('host3', self._place(
+            self._hints(T + 45 * MINUTE), 'inverted'))
+
+    def test_unleased_work_prefers_hosts_without_promises(self):
+        T = self.T
+        # Half of host1 is promised from T+1h, half of host2 from T+3h:
+        # an unleased 2-vcpu server fits every host.
+        self._promise('host1', T + HOUR, T + 10 * HOUR, 2)
+        self._promise('host2', T + 3 * HOUR, T + 10 * HOUR, 2)
+        self.assertEqual('host3', self._place(None, 'unleased'))
+        # With host3 gone from the choice, the later promise wins.
+        self.flags(freepool_aggregate='freepool', group='nova_lease')
+        self._add_to_freepool('host3')
+        self.assertEqual('host2', self._place(None, 'unleased-2'))
+
+    def _add_to_freepool(self, host):
+        agg = self.admin_api.post_aggregate(
+            {'aggregate': {'name': 'freepool'}})
+        self.admin_api.add_host_to_aggregate(agg['id'], host)
+
+
+MINUTE = datetime.timedelta(minutes=1)

@@ -1,0 +1,294 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""LeaseFilter / LeaseWeigher rules on Nova's FakeHostState objects.
+
+The calendar snapshot is built in memory (the database path is covered by
+tests/functional/test_admission_db.py and test_scheduling.py).
+"""
+
+import datetime
+
+import fixtures
+import nova.conf
+from nova import objects
+from nova.scheduler import weights as nova_weights
+from nova.tests.unit.scheduler import fakes
+from oslo_config import fixture as config_fixture
+from oslo_serialization import jsonutils
+from oslo_utils import timeutils
+from oslo_utils import uuidutils
+import testtools
+
+from nova_lease import calendar
+from nova_lease.scheduler import filters
+from nova_lease.scheduler import snapshot
+from nova_lease.scheduler import view
+from nova_lease.scheduler import weights
+
+CONF = nova.conf.CONF
+NOW = datetime.datetime(2030, 1, 1, 12, 0)
+HOUR = datetime.timedelta(hours=1)
+objects.register_all()
+
+
+def _host(name, vcpus_used=0, instances=None, aggregates=()):
+    return fakes.FakeHostState(name, name, {
+        'vcpus_total': 4, 'vcpus_used': vcpus_used,
+        'total_usable_ram_mb': 8192 + 512, 'free_ram_mb': 8192 + 512,
+        'total_usable_disk_gb': 100, 'disk_mb_used': 0,
+        'cpu_allocation_ratio': 1.0, 'ram_allocation_ratio': 1.0,
+        'disk_allocation_ratio': 1.0,
+        'aggregates': [objects.Aggregate(name=a, hosts=[name], metadata={})
+                       for a in aggregates]}, instances=instances)
+
+
+def _spec(hints=None, uuid=None, vcpus=4, project='p1', **kwargs):
+    flavor = objects.Flavor(vcpus=vcpus, memory_mb=512, root_gb=1,
+                            ephemeral_gb=0, swap=0, extra_specs={})
+    return objects.RequestSpec(
+        instance_uuid=uuid or uuidutils.generate_uuid(), flavor=flavor,
+        project_id=project, num_instances=1, is_bfv=False,
+        scheduler_hints={k: [v] for k, v in (hints or {}).items()},
+        **kwargs)
+
+
+def _lease_hints(end, start=None):
+    return {'reserved': 'True', 'lease_params': jsonutils.dumps({
+        'start': start.isoformat() if start else 'now',
+        'end': end.isoformat()})}
+
+
+def _reservation(rid, start, end, resource_id=None, kind=snapshot.INSTANCE,
+                 project='p1', status='PENDING', vcpus=4):
+    return snapshot.Reservation(rid, 'lease-' + rid, project, kind,
+                                resource_id, start, end, status,
+                                calendar.Demand(vcpus, 512, 1))
+
+
+class _Base(testtools.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.flags = self.useFixture(config_fixture.Config(CONF))
+        self.flags.config(group='nova_lease', freepool_aggregate='freepool')
+        timeutils.set_time_override(NOW)
+        self.addCleanup(timeutils.clear_time_override)
+        self.snap = snapshot.Snapshot()
+        self.useFixture(fixtures.MockPatchObject(
+            view, 'get_snapshot', side_effect=lambda now, conf: self.snap))
+        # The servers the snapshot does not know are not in the database
+        # either (tests/functional covers the lookup).
+        self.lookup = self.useFixture(fixtures.MockPatchObject(
+            view, 'lookup_server', return_value=(None, ()))).mock
+        self.lookup_res = self.useFixture(fixtures.MockPatchObject(
+            view, 'lookup_reservation', return_value=(None, ()))).mock
+        self.filter = filters.LeaseFilter()
+
+    def promise(self, host, start, end, rid='r1', vcpus=4, **kwargs):
+        items = list(self.snap.items) + [calendar.Item(
+            host, start, end, vcpus, 512, 1, False, rid)]
+        reservations = dict(self.snap.reservations)
+        reservations[rid] = _reservation(rid, start, end, vcpus=vcpus,
+                                         **kwargs)
+        self.snap = snapshot.Snapshot(items, reservations)
+
+    def passing(self, hosts, spec):
+        return [h.host for h in self.filter.filter_all(hosts, spec)]
+
+
+class FilterTest(_Base):
+
+    def test_promise_lends_capacity_to_work_that_ends_before(self):
+        self.promise('host1', NOW + 2 * HOUR, NOW + 4 * HOUR)
+        hosts = [_host('host1'), _host('host2')]
+        self.assertEqual(['host1', 'host2'], self.passing(
+            hosts, _spec(_lease_hints(NOW + HOUR))))
+        self.assertEqual(['host1', 'host2'], self.passing(
+            hosts, _spec(_lease_hints(NOW + 2 * HOUR))))
+        self.assertEqual(['host2'], self.passing(
+            hosts, _spec(_lease_hints(NOW + 3 * HOUR))))
+        self.assertEqual(['host2'], self.passing(hosts, _spec()))
+        # Half the host is free during the promise.
+        self.assertEqual(['host1', 'host2'], self.passing(
+            hosts, _spec(vcpus=0)))
+
+    def test_future_lease_first_boot_needs_until_its_start(self):
+        self.promise('host1', NOW + 2 * HOUR, NOW + 4 * HOUR)
+        spec = _spec(_lease_hints(NOW + 4 * HOUR, start=NOW + 2 * HOUR))
+        req = view.resolve(spec, self.snap, NOW)
+        self.assertEqual((view.LEASED, NOW, NOW + 2 * HOUR),
+                         (req.kind, req.start, req.end))
+        self.assertEqual(['host1', 'host2'],
+                         self.passing([_host('host1'), _host('host2')],
+                                      spec))
+
+    def test_unshelve_goes_to_the_allocated_host_only(self):
+        uuid = uuidutils.generate_uuid()
+        self.promise('host1', NOW, NOW + 2 * HOUR, resource_id=uuid,
+                     status='ACTIVE')
+        spec = _spec(_lease_hints(NOW + 2 * HOUR, start=NOW), uuid=uuid)
+        # Its own allocation does not count against it.
+        self.assertEqual(['host1'], self.passing(
+            [_host('host1'), _host('host2')], spec))
+        # Something else took the capacity: NoValidHost, not another host.
+        self.assertEqual([], self.passing(
+            [_host('host1', vcpus_used=1), _host('host2')], spec))
+        # Moving it away from its host (migration) is not pinned.
+        spec.ignore_hosts = ['host1']
+        self.assertEqual(['host2'], self.passing([_host('host2')], spec))
+
+    def test_running_leased_server_is_not_counted_twice(self):
+        uuid = uuidutils.generate_uuid()
+        self.promise('host1', NOW - HOUR, NOW + 2 * HOUR, resource_id=uuid,
+                     status='ACTIVE', vcpus=2)
+        inst = objects.Instance(uuid=uuid, vcpus=2, memory_mb=512,
+                                root_gb=1, ephemeral_gb=0)
+        host = _host('host1', vcpus_used=2, instances=[inst])
+        # 2 used by the leased server, which its allocation accounts for:
+        # 2 free until its end, 4 after.
+        self.assertEqual(['host1'], self.passing(
+            [host], _spec(vcpus=2)))
+        self.assertEqual([], self.passing([host], _spec(vcpus=3)))
+        self.assertEqual(['host1'], self.passing(
+            [host], _spec(_lease_hints(NOW + 5 * HOUR), vcpus=2)))
+        # Without the allocation (an immediate lease), it counts until its
+        # lease ends: 4 vcpus fit from then on, not before.
+        self.snap = snapshot.Snapshot((), {'r1': _reservation(
+            'r1', NOW - HOUR, NOW + 2 * HOUR, resource_id=uuid,
+            status='ACTIVE', vcpus=2)})
+        self.assertEqual([], self.passing([host], _spec(vcpus=4)))
+        self.assertEqual(['host1'], self.passing([host], _spec(vcpus=2)))
+
+    def test_server_linked_after_the_snapshot_was_read(self):
+        uuid = uuidutils.generate_uuid()
+        self.promise('host1', NOW, NOW + 2 * HOUR, status='ACTIVE')
+        self.lookup.return_value = (
+            self.snap.reservations['r1']._replace(resource_id=uuid),
+            {'host1'})
+        spec = _spec(_lease_hints(NOW + 2 * HOUR, start=NOW), uuid=uuid)
+        self.assertEqual(['host1'], self.passing(
+            [_host('host1'), _host('host2')], spec))
+        self.lookup.assert_called_once_with(CONF, uuid, NOW)
+        # Not asked about requests without lease hints.
+        self.passing([_host('host2')], _spec())
+        self.assertEqual(1, self.lookup.call_count)
+
+    def test_free_pool_takes_no_unleased_server(self):
+        hosts = [_host('host1', aggregates=['freepool']), _host('host2')]
+        self.assertEqual(['host2'], self.passing(hosts, _spec()))
+        # Nor a leased one: host reservations' admission only sees
+        # allocations.
+        self.assertEqual(['host2'], self.passing(
+            hosts, _spec(_lease_hints(NOW + HOUR))))
+        self.flags.config(group='nova_lease', freepool_aggregate='other')
+        self.assertEqual(['host1', 'host2'], self.passing(hosts, _spec()))
+
+    def test_default_lease(self):
+        self.promise('host1', NOW + 2 * HOUR, NOW + 4 * HOUR)
+        hosts = [_host('host1'), _host('host2')]
+        self.flags.config(group='nova_lease', default_lease=True,
+                          default_lease_duration='1h',
+                          default_lease_exempt_projects=['exempt'])
+        self.assertEqual(['host1', 'host2'], self.passing(hosts, _spec()))
+        self.assertEqual(['host2'], self.passing(
+            hosts, _spec(project='exempt')))
+
+    def test_host_reservation_hint(self):
+        self.snap = snapshot.Snapshot(
+            [calendar.Item('host1', NOW - HOUR, NOW + HOUR, whole_host=True,
+                           ref='hr')],
+            {'hr': _reservation('hr', NOW - HOUR, NOW + HOUR,
+                                kind=snapshot.HOST, status='ACTIVE')})
+        hosts = [_host('host1'), _host('host2')]
+        self.assertEqual(['host1'], self.passing(
+            hosts, _spec({'reservation': 'hr'})))
+        self.assertEqual([], self.passing(
+            hosts, _spec({'reservation': 'hr'}, project='other')))
+        # Nobody else gets the reserved host.
+        self.assertEqual(['host2'], self.passing(
+            hosts, _spec(_lease_hints(NOW + 10 * 60 * _SEC), vcpus=1)))
+        self.lookup_res.assert_not_called()
+        # A lease that started after the snapshot was read: asked for.
+        self.snap = snapshot.Snapshot(self.snap.items, {
+            'hr': self.snap.reservations['hr']._replace(
+                lease_status='PENDING')})
+        self.assertEqual([], self.passing(
+            hosts, _spec({'reservation': 'hr'})))
+        self.lookup_res.return_value = (
+            self.snap.reservations['hr']._replace(lease_status='ACTIVE'),
+            {'host1'})
+        self.assertEqual(['host1'], self.passing(
+            hosts, _spec({'reservation': 'hr'})))
+
+    def test_rebuild_is_not_filtered(self):
+        self.promise('host1', NOW, NOW + 4 * HOUR)
+        spec = _spec()
+        spec.scheduler_hints = {'_nova_check_type': ['rebuild']}
+        self.assertEqual(['host1'], self.passing([_host('host1')], spec))
+
+    def test_bad_lease_params_hint_counts_as_unleased(self):
+        self.promise('host1', NOW + HOUR, NOW + 4 * HOUR)
+        spec = _spec({'reserved': 'True', 'lease_params': '{"end": 1'})
+        self.assertEqual(view.UNLEASED,
+                         view.resolve(spec, self.snap, NOW).kind)
+        self.assertEqual([], self.passing([_host('host1')], spec))
+
+    def test_database_down_lets_every_host_pass(self):
+        view.get_snapshot.side_effect = RuntimeError('down')
+        self.assertEqual(['host1'], self.passing([_host('host1')], _spec()))
+
+    def test_host_passes(self):
+        self.promise('host1', NOW, NOW + 4 * HOUR)
+        self.assertFalse(self.filter.host_passes(_host('host1'), _spec()))
+        self.assertTrue(self.filter.host_passes(_host('host2'), _spec()))
+
+
+class WeigherTest(_Base):
+
+    def weigh(self, hosts, spec):
+        handler = nova_weights.HostWeightHandler()
+        # The filter runs first in Nova and builds the request's view.
+        hosts = list(self.filter.filter_all(hosts, spec))
+        weighed = handler.get_weighed_objects([weights.LeaseWeigher()],
+                                              hosts, spec)
+        return [w.obj.host for w in weighed]
+
+    def test_tightest_fit_first(self):
+        self.promise('host1', NOW + HOUR, NOW + 9 * HOUR, rid='a')
+        self.promise('host2', NOW + 3 * HOUR, NOW + 9 * HOUR, rid='b')
+        hosts = [_host('host3'), _host('host2'), _host('host1')]
+        self.assertEqual(['host1', 'host2', 'host3'], self.weigh(
+            hosts, _spec(_lease_hints(NOW + 45 * 60 * _SEC), vcpus=2)))
+        self.assertEqual(['host2', 'host3'], self.weigh(
+            hosts, _spec(_lease_hints(NOW + 2 * HOUR), vcpus=2)))
+        self.flags.config(group='nova_lease', weigher_multiplier=-1.0)
+        self.assertEqual('host3', self.weigh(
+            hosts, _spec(_lease_hints(NOW + 45 * 60 * _SEC), vcpus=2))[0])
+
+    def test_unleased_prefers_no_promise_then_the_latest(self):
+        self.promise('host1', NOW + HOUR, NOW + 9 * HOUR, rid='a',
+                     vcpus=1)
+        self.promise('host2', NOW + 3 * HOUR, NOW + 9 * HOUR, rid='b',
+                     vcpus=1)
+        hosts = [_host('host1'), _host('host2'), _host('host3')]
+        self.assertEqual(['host3', 'host2', 'host1'],
+                         self.weigh(hosts, _spec(vcpus=1)))
+
+    def test_aggregate_multiplier_overrides(self):
+        host = _host('host1')
+        host.aggregates = [objects.Aggregate(
+            name='a', hosts=['host1'],
+            metadata={'lease_weigher_multiplier': '2.5'})]
+        self.assertEqual(2.5, weights.LeaseWeigher().weight_multiplier(host))
+
+
+_SEC = datetime.timedelta(seconds=1)
