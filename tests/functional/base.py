@@ -268,8 +268,13 @@ class LeaseFunctionalBase(integrated_helpers._IntegratedTestBase):
                                        result.stdout, result.stderr))
         return result.stdout
 
-    def spy_on(self, cls, name):
+    def spy_on(self, cls, name, materialize=None):
         """Record the calls of method ``cls.name``, which still does its work.
+
+        ``materialize``: index of a positional argument (after ``self``)
+        that may be an iterator (e.g. the hosts a filter's filter_all gets
+        from the previous filter); it is turned into a list first so that
+        both the recorder and the method see every item.
 
         Returns a Mock whose calls are ``(instance, *args, **kwargs)``: the
         spy sits on the class, so it sees the instances Nova built from its
@@ -282,6 +287,9 @@ class LeaseFunctionalBase(integrated_helpers._IntegratedTestBase):
 
         @functools.wraps(original)
         def spy(instance, *args, **kwargs):
+            if materialize is not None:
+                args = list(args)
+                args[materialize] = list(args[materialize])
             recorder(instance, *args, **kwargs)
             return original(instance, *args, **kwargs)
 

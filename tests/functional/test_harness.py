@@ -51,8 +51,12 @@ class TestPluginLoadedByNova(base.LeaseFunctionalBase):
     COMPUTES = {'host1': (2, 4096, 50), 'host2': (8, 16384, 200)}
 
     def test_boot_runs_filter_weigher_and_middleware(self):
-        host_passes = self.spy_on(lease_filters.LeaseFilter, 'host_passes')
-        weigh = self.spy_on(lease_weights.LeaseWeigher, '_weigh_object')
+        # Both decide for all hosts of a request at once (one calendar
+        # snapshot per request), so Nova calls filter_all / weigh_objects.
+        filter_all = self.spy_on(lease_filters.LeaseFilter, 'filter_all',
+                                 materialize=0)
+        weigh = self.spy_on(lease_weights.LeaseWeigher, 'weigh_objects',
+                            materialize=0)
         create = self.spy_on(middleware.LeaseMiddleware, '_create_server')
 
         server = self._boot(hints={'reserved': 'True',
@@ -74,18 +78,17 @@ class TestPluginLoadedByNova(base.LeaseFunctionalBase):
         self.assertGreater(len(host_manager.weighers), 1)  # Nova's own too
 
         # ... and ran them on every host for this boot, with its hints.
+        filter_all.assert_called_once()
+        call = filter_all.call_args
+        self.assertIs(lease_filter, call.args[0])
         self.assertEqual(sorted(self.COMPUTES),
-                         sorted(c.args[1].host
-                                for c in host_passes.call_args_list))
-        for call in host_passes.call_args_list:
-            self.assertIs(lease_filter, call.args[0])
-            self.assertEqual('True', call.args[2].get_scheduler_hint(
-                'reserved'))
-            self.assertEqual(server['id'], call.args[2].instance_uuid)
+                         sorted(h.host for h in call.args[1]))
+        self.assertEqual('True', call.args[2].get_scheduler_hint('reserved'))
+        self.assertEqual(server['id'], call.args[2].instance_uuid)
+        weigh.assert_called_once()
+        self.assertIs(weighers[0], weigh.call_args.args[0])
         self.assertEqual(sorted(self.COMPUTES),
-                         sorted(c.args[1].host for c in weigh.call_args_list))
-        for call in weigh.call_args_list:
-            self.assertIs(weighers[0], call.args[0])
+                         sorted(w.obj.host for w in weigh.call_args.args[1]))
 
         # The API ran the filter paste.deploy built from api-paste.ini,
         # after keystonecontext (the request context is there).
@@ -175,7 +178,8 @@ class TestClients(base.LeaseFunctionalBase):
     COMPUTES = {'host1': (4, 8192, 100), 'host2': (4, 8192, 100)}
 
     def test_nova_cli_boot_with_hints_list_and_show(self):
-        host_passes = self.spy_on(lease_filters.LeaseFilter, 'host_passes')
+        filter_all = self.spy_on(lease_filters.LeaseFilter, 'filter_all',
+                                 materialize=0)
         end = self.clock.now + datetime.timedelta(days=10)
         lease_params = jsonutils.dumps(
             dict(LEASE, end=end.strftime('%Y-%m-%d %H:%M')))
@@ -191,13 +195,13 @@ class TestClients(base.LeaseFunctionalBase):
         server = self._wait_for_state_change({'id': server_id}, 'ACTIVE')
 
         # Both hints reached the filter as Nova hands them over.
-        self.assertTrue(host_passes.called)
-        for call in host_passes.call_args_list:
+        self.assertTrue(filter_all.called)
+        for call in filter_all.call_args_list:
             spec = call.args[2]
             self.assertEqual(server_id, spec.instance_uuid)
             self.assertEqual('True', spec.get_scheduler_hint('reserved'))
-            self.assertEqual(LEASE, jsonutils.loads(
-                spec.get_scheduler_hint('lease_params')))
+            self.assertEqual(lease_params,
+                             spec.get_scheduler_hint('lease_params'))
         # and Nova kept them (>= 2.100 shows them; novaclient stops at 2.96)
         self.assertEqual(
             {'reserved': ['True'], 'lease_params': [lease_params]},
