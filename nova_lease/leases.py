@@ -172,20 +172,25 @@ def link_instances(db, lease, server_ids):
                         % (len(server_ids), len(reservations)))
     linked = []
     events = []
+    now = timeutils.utcnow()
     with db.writer() as session:
         for reservation, server_id in zip(reservations, server_ids):
-            linked.append(db_api.reservation_update(
+            db_api.reservation_update(
                 session, reservation['id'], {'resource_id': server_id},
-                expected={'resource_id': None}))
+                expected={'resource_id': None}, fetch=False)
+            linked.append(dict(reservation, resource_id=server_id,
+                               updated_at=now))
         for reservation in reservations[len(server_ids):]:
             db_api.reservation_destroy(session, reservation['id'])
         for event in lease['events']:
             if (event['event_type'] == status.EventType.START_LEASE and
                     event.get('next_attempt_at') is not None and
                     not event.get('attempts')):
-                event = db_api.event_update(session, event['id'],
-                                            {'next_attempt_at': None},
-                                            expected_status=str(_E.UNDONE))
+                db_api.event_update(session, event['id'],
+                                    {'next_attempt_at': None},
+                                    expected_status=str(_E.UNDONE),
+                                    fetch=False)
+                event = dict(event, next_attempt_at=None, updated_at=now)
             events.append(event)
     # The lease as it now is (not read again: only this request knows it).
     others = [r for r in lease['reservations']

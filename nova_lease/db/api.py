@@ -410,6 +410,26 @@ def _new_row(table, kind, values):
     return row
 
 
+def _complete(table, row, now):
+    """``row`` with every column: absent ones get their default.
+
+    Lets a function return what it inserted without reading it back: the
+    models' defaults are Python-side scalars, or _utcnow for created_at.
+    """
+    full = {}
+    for column in table.c:
+        key = column.key
+        if key in row:
+            full[key] = row[key]
+        elif column.default is not None and column.default.is_scalar:
+            full[key] = column.default.arg
+        elif column.default is not None and column.default.is_callable:
+            full[key] = now
+        else:
+            full[key] = None
+    return full
+
+
 def _insert_many(session, table, rows):
     # executemany needs one key set per statement.
     groups = {}
@@ -506,6 +526,13 @@ def lease_create(db, lease_values, reservations=(), events=(),
         allocation_rows.append(row)
     event_rows = [_new_row(EVENTS, 'event', dict(e, lease_id=lease_id))
                   for e in events]
+    # Every row is inserted complete (created_at included) so that the
+    # result is built from them: no read-back on the boot path.
+    now = _naive_utc(timeutils.utcnow())
+    lease = _complete(LEASES, lease, now)
+    reservation_rows = [_complete(RESERVATIONS, r, now)
+                        for r in reservation_rows]
+    event_rows = [_complete(EVENTS, e, now) for e in event_rows]
     with _writing(db) as session:
         try:
             session.execute(sa.insert(LEASES).values(**lease))
@@ -520,7 +547,17 @@ def lease_create(db, lease_values, reservations=(), events=(),
         except db_exc.DBDuplicateEntry as e:
             raise EventExists(event_id=e.value)
         _insert_many(session, ALLOCATIONS, allocation_rows)
-        return _lease_get(session, lease_id)
+    result = dict(lease)
+    result['reservations'] = [
+        _reservation_dict(r) for r in
+        sorted(reservation_rows, key=lambda r: (r['created_at'], r['id']))]
+    order = len(EVENT_TYPE_ORDER)
+    result['events'] = [dict(e) for e in sorted(
+        event_rows, key=lambda e: (e['time'],
+                                   EVENT_TYPE_ORDER.get(e['event_type'],
+                                                        order),
+                                   e['id']))]
+    return result
 
 
 def _lease_get(session, lease_id):
@@ -673,11 +710,12 @@ def reservation_list(db, lease_id=None, resource_id=None,
 
 
 def reservation_update(db, reservation_id, values, expected_status=None,
-                       expected=None):
+                       expected=None, fetch=True):
     """Update a reservation (compare-and-set as lease_update).
 
     'properties', if given, replaces the whole dict. Returns the
-    reservation dict. Raises ReservationNotFound or StatusConflict.
+    reservation dict (None with ``fetch=False``, which saves reading the
+    row back). Raises ReservationNotFound or StatusConflict.
     """
     values = dict(values)
     if 'properties' in values:
@@ -686,7 +724,7 @@ def reservation_update(db, reservation_id, values, expected_status=None,
         _compare_and_set(session, RESERVATIONS, 'reservation',
                          reservation_id, values, expected_status, expected,
                          ReservationNotFound(reservation_id=reservation_id))
-        return _reservation_get(session, reservation_id)
+        return _reservation_get(session, reservation_id) if fetch else None
 
 
 def reservation_destroy(db, reservation_id):
@@ -797,8 +835,11 @@ def event_next_time(db, statuses=('UNDONE',)):
         return session.execute(stmt).scalar()
 
 
-def event_update(db, event_id, values, expected_status=None, expected=None):
+def event_update(db, event_id, values, expected_status=None, expected=None,
+                 fetch=True):
     """Update an event (compare-and-set as lease_update); its dict.
+
+    With ``fetch=False`` the row is not read back and None is returned.
 
     Claiming a due event: ``event_update(db, id, {'status': 'IN_PROGRESS',
     'claimed_by': me, 'claimed_at': now}, expected_status='UNDONE')``;
@@ -809,7 +850,7 @@ def event_update(db, event_id, values, expected_status=None, expected=None):
         _compare_and_set(session, EVENTS, 'event', event_id, values,
                          expected_status, expected,
                          EventNotFound(event_id=event_id))
-        return _event_get(session, event_id)
+        return _event_get(session, event_id) if fetch else None
 
 
 def event_destroy(db, event_id):
