@@ -85,8 +85,16 @@ class _Sandbox(object):
 
     def terminal(self):
         with open(self.err_path) as f:
-            return ('stdout:\n%s\nstderr:\n%s'
+            text = ('stdout:\n%s\nstderr:\n%s'
                     % ('\n'.join(self.lines), f.read()))
+        for name in ('keystone.log', 'nova.log'):
+            try:
+                with open(os.path.join(self.state_dir, name)) as f:
+                    tail = f.readlines()[-40:]
+            except OSError:
+                continue
+            text += '\n--- last lines of %s:\n%s' % (name, ''.join(tail))
+        return text
 
     def wait_for_line(self, predicate, timeout):
         deadline = time.monotonic() + timeout
