@@ -268,6 +268,37 @@ class LeaseFunctionalBase(integrated_helpers._IntegratedTestBase):
                                        result.stdout, result.stderr))
         return result.stdout
 
+    def engine_conf(self, **options):
+        """The engine's ConfigOpts, as nova-lease-engine builds it.
+
+        Writes a config file with [nova_lease] ``options`` (``connection``
+        defaults to this test's side database) and a [nova_lease_auth]
+        service user (the admin) for the in-process compute API, and parses
+        it with the engine's own parser.
+        """
+        from nova_lease.cmd import engine as engine_cmd
+
+        options.setdefault('connection', self.lease_db_url)
+        path = os.path.join(
+            os.path.dirname(self.lease_db_url[len('sqlite:///'):]),
+            'engine.conf')
+        with open(path, 'w') as f:
+            f.write('[nova_lease]\n')
+            for key, value in options.items():
+                f.write('%s = %s\n' % (key, value))
+            f.write('[nova_lease_auth]\n'
+                    'auth_type = password\n'
+                    'auth_url = %s\n'
+                    'username = admin\n'
+                    'password = %s\n'
+                    'user_domain_id = default\n'
+                    'project_id = %s\n'
+                    'project_domain_id = default\n'
+                    'region_name = %s\n'
+                    % (self.keystone.auth_url, self.keystone.PASSWORD,
+                       self.api.project_id, self.keystone.REGION))
+        return engine_cmd.parse_args(['--config-file', path])
+
     def spy_on(self, cls, name, materialize=None):
         """Record the calls of method ``cls.name``, which still does its work.
 

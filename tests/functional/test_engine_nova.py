@@ -23,13 +23,11 @@ the harness clock.
 import collections
 import datetime
 import io
-import os
 import re
 import threading
 
 from oslo_serialization import jsonutils
 
-from nova_lease.cmd import engine as engine_cmd
 from nova_lease.db import api as db_api
 from nova_lease.db import migration
 from nova_lease.periodic import engine as lease_engine
@@ -97,32 +95,14 @@ class EngineNovaTest(base.LeaseFunctionalBase):
         self.engine = self._engine()
 
     def _engine(self, **overrides):
-        tmp = os.path.dirname(self.lease_db_url[len('sqlite:///'):])
-        path = os.path.join(tmp, 'engine.conf')
         options = {
-            'connection': self.lease_db_url,
             'resource_plugins': 'virtual:instance',
             'max_retries': 3,
             'retry_interval': 1,
             'plugin_call_timeout': 30,
         }
         options.update(overrides)
-        with open(path, 'w') as f:
-            f.write('[nova_lease]\n')
-            for key, value in options.items():
-                f.write('%s = %s\n' % (key, value))
-            f.write('[nova_lease_auth]\n'
-                    'auth_type = password\n'
-                    'auth_url = %s\n'
-                    'username = admin\n'
-                    'password = %s\n'
-                    'user_domain_id = default\n'
-                    'project_id = %s\n'
-                    'project_domain_id = default\n'
-                    'region_name = %s\n'
-                    % (self.keystone.auth_url, self.keystone.PASSWORD,
-                       self.api.project_id, self.keystone.REGION))
-        conf = engine_cmd.parse_args(['--config-file', path])
+        conf = self.engine_conf(**options)
         engine = lease_engine.Engine(conf)
         self.addCleanup(engine.close)
         self.clock.add_listener(lambda old, new: engine.wake())

@@ -17,9 +17,7 @@ python-novaclient at 2.96), with the physical:host plugin, and driven with
 the harness clock.
 """
 
-import os
 
-from nova_lease.cmd import engine as engine_cmd
 from nova_lease.db import api as db_api
 from nova_lease.periodic import engine as lease_engine
 from nova_lease.plugins import host as host_plugin
@@ -37,29 +35,11 @@ class HostReservationTest(test_lease_api.LeaseAPIMixin,
         self.engine, self.plugin = self._engine()
 
     def _engine(self, **overrides):
-        tmp = os.path.dirname(self.lease_db_url[len('sqlite:///'):])
-        path = os.path.join(tmp, 'engine.conf')
-        options = {'connection': self.lease_db_url,
-                   'resource_plugins': 'physical:host',
+        options = {'resource_plugins': 'physical:host',
                    'max_retries': 1, 'retry_interval': 1,
                    'plugin_call_timeout': 60}
         options.update(overrides)
-        with open(path, 'w') as f:
-            f.write('[nova_lease]\n')
-            for key, value in options.items():
-                f.write('%s = %s\n' % (key, value))
-            f.write('[nova_lease_auth]\n'
-                    'auth_type = password\n'
-                    'auth_url = %s\n'
-                    'username = admin\n'
-                    'password = %s\n'
-                    'user_domain_id = default\n'
-                    'project_id = %s\n'
-                    'project_domain_id = default\n'
-                    'region_name = %s\n'
-                    % (self.keystone.auth_url, self.keystone.PASSWORD,
-                       self.api.project_id, self.keystone.REGION))
-        conf = engine_cmd.parse_args(['--config-file', path])
+        conf = self.engine_conf(**options)
         plugin = host_plugin.HostPlugin(conf)
         engine = lease_engine.Engine(
             conf, plugins={host_plugin.RESOURCE_TYPE: plugin})
