@@ -90,6 +90,29 @@ class ResourcePlugin(metaclass=abc.ABCMeta):
         """Release what the plugin holds (sessions, threads)."""
 
 
+class ComputePlugin(ResourcePlugin):
+    """A plugin that acts on Nova through nova_lease.compute.
+
+    The client is built from [nova_lease_auth] on first use (tests and
+    embedders may pass or assign their own).
+    """
+
+    def __init__(self, conf, compute_client=None):
+        super().__init__(conf)
+        self._compute = compute_client
+
+    @property
+    def compute(self):
+        if self._compute is None:
+            from nova_lease import compute
+            self._compute = compute.ComputeClient.from_conf(self.conf)
+        return self._compute
+
+    @compute.setter
+    def compute(self, client):
+        self._compute = client
+
+
 def load_plugins(conf, names=None, strict=False):
     """Load the enabled plugins; return {resource_type: plugin}.
 

@@ -54,23 +54,12 @@ def aggregate_name(reservation_id):
     return AGGREGATE_PREFIX + reservation_id
 
 
-class HostPlugin(base.ResourcePlugin):
+class HostPlugin(base.ComputePlugin):
     resource_type = RESOURCE_TYPE
 
     def __init__(self, conf, compute_client=None, db=None):
-        super().__init__(conf)
-        self._compute = compute_client
+        super().__init__(conf, compute_client)
         self._db = db
-
-    @property
-    def compute(self):
-        if self._compute is None:
-            self._compute = compute.ComputeClient.from_conf(self.conf)
-        return self._compute
-
-    @compute.setter
-    def compute(self, client):
-        self._compute = client
 
     @property
     def db(self):

@@ -43,22 +43,8 @@ _USABLE = ('ACTIVE', 'SHUTOFF', 'PAUSED', 'SUSPENDED', 'RESCUE',
            'VERIFY_RESIZE')
 
 
-class InstancePlugin(base.ResourcePlugin):
+class InstancePlugin(base.ComputePlugin):
     resource_type = RESOURCE_TYPE
-
-    def __init__(self, conf, compute_client=None):
-        super().__init__(conf)
-        self._compute = compute_client
-
-    @property
-    def compute(self):
-        if self._compute is None:
-            self._compute = compute.ComputeClient.from_conf(self.conf)
-        return self._compute
-
-    @compute.setter
-    def compute(self, client):
-        self._compute = client
 
     @property
     def _timeout(self):
