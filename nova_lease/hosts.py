@@ -61,7 +61,6 @@ import threading
 from nova.scheduler.filters import extra_specs_ops
 from oslo_log import log as logging
 from oslo_serialization import jsonutils
-import sqlalchemy as sa
 
 from nova_lease.db import api as db_api
 from nova_lease import exception
@@ -487,14 +486,7 @@ def invalidate_host_cache():
 
 
 def _fingerprint(session):
-    # NOTE: a read-only aggregate over the hosts table; it belongs with
-    # the other queries in nova_lease.db.api and may move there.
-    table = db_api.HOSTS
-    row = session.execute(sa.select(
-        sa.func.count(), sa.func.max(table.c.id),
-        sa.func.max(table.c.created_at),
-        sa.func.max(table.c.updated_at))).one()
-    return tuple(str(v) for v in row)
+    return db_api.host_fingerprint(session)
 
 
 def registered_hosts(session):

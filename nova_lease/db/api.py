@@ -890,6 +890,80 @@ def _allocation_get(session, allocation_id):
     return dict(row)
 
 
+def allocation_probe(db, low=None, margin=1000):
+    """(highest allocation id, low, number of allocations with id > low).
+
+    ``low`` defaults to the highest id minus ``margin``: a cheap change
+    marker of the allocations (an index range scan, not a full count).
+    """
+    with _reading(db) as session:
+        top = session.execute(sa.select(sa.func.max(ALLOCATIONS.c.id))
+                              ).scalar()
+        if low is None:
+            low = (top or 0) - margin
+        count = session.execute(
+            sa.select(sa.func.count()).select_from(ALLOCATIONS)
+            .where(ALLOCATIONS.c.id > low)).scalar()
+    return (top, low, count)
+
+
+def _live(now, dead_reservations, dead_leases):
+    return sa.and_(RESERVATIONS.c.status.notin_(dead_reservations),
+                   LEASES.c.status.notin_(dead_leases),
+                   LEASES.c.end_date > _naive_utc(now))
+
+
+def live_allocation_rows(db, now, dead_reservations, dead_leases,
+                         min_id=None, ends_after=None, start_before=None,
+                         hosts=None):
+    """Allocations of live reservations of leases not ended at ``now``.
+
+    Yields (streams, for the scheduler's bulk read) rows ``(id,
+    reservation_id, host, start_date, end_date, vcpus, memory_mb, disk_gb,
+    whole_host)``, which unpack as tuples. A reservation or lease whose
+    status is in ``dead_reservations`` / ``dead_leases`` is not live.
+    Optional filters: ``min_id`` (id > min_id), ``ends_after`` (end_date >
+    it), ``start_before`` (start_date < it), ``hosts``.
+    """
+    alloc = ALLOCATIONS
+    stmt = (sa.select(alloc.c.id, alloc.c.reservation_id, alloc.c.host,
+                      alloc.c.start_date, alloc.c.end_date, alloc.c.vcpus,
+                      alloc.c.memory_mb, alloc.c.disk_gb, alloc.c.whole_host)
+            .select_from(alloc.join(RESERVATIONS).join(LEASES))
+            .where(_live(now, dead_reservations, dead_leases)))
+    if min_id is not None:
+        stmt = stmt.where(alloc.c.id > min_id)
+    if ends_after is not None:
+        stmt = stmt.where(alloc.c.end_date > _naive_utc(ends_after))
+    if start_before is not None:
+        stmt = stmt.where(alloc.c.start_date < _naive_utc(start_before))
+    if hosts is not None:
+        stmt = stmt.where(alloc.c.host.in_(sorted(hosts)))
+    with _reading(db) as session:
+        yield from session.execute(stmt)
+
+
+def live_reservation_rows(db, now, dead_reservations, dead_leases,
+                          ids=None):
+    """Live reservations with their lease (see live_allocation_rows).
+
+    Yields rows ``(id, resource_type, resource_id, properties (JSON text),
+    lease_id, project_id, lease start_date, lease end_date, lease
+    status)``, optionally only the reservations ``ids``.
+    """
+    res = RESERVATIONS
+    stmt = (sa.select(res.c.id, res.c.resource_type, res.c.resource_id,
+                      res.c.properties, LEASES.c.id, LEASES.c.project_id,
+                      LEASES.c.start_date, LEASES.c.end_date,
+                      LEASES.c.status)
+            .select_from(res.join(LEASES))
+            .where(_live(now, dead_reservations, dead_leases)))
+    if ids is not None:
+        stmt = stmt.where(res.c.id.in_(sorted(ids)))
+    with _reading(db) as session:
+        yield from session.execute(stmt)
+
+
 def allocation_list(db, hosts=None, start=None, end=None,
                     reservation_id=None, lease_id=None):
     """Allocation dicts overlapping [start, end), ordered by host, start.
@@ -1009,6 +1083,16 @@ def _host_get(session, where, host):
     if row is None:
         raise HostNotFound(host=host)
     return _with_capabilities(session, [dict(row)])[0]
+
+
+def host_fingerprint(db):
+    """A change marker of the hosts table (count, max id, max times)."""
+    with _reading(db) as session:
+        row = session.execute(sa.select(
+            sa.func.count(), sa.func.max(HOSTS.c.id),
+            sa.func.max(HOSTS.c.created_at),
+            sa.func.max(HOSTS.c.updated_at))).one()
+    return tuple(str(v) for v in row)
 
 
 def host_create(db, values):

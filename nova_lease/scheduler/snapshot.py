@@ -44,7 +44,6 @@ import time
 
 from oslo_log import log as logging
 from oslo_serialization import jsonutils
-import sqlalchemy as sa
 
 from nova_lease import calendar
 from nova_lease.db import api as db_api
@@ -226,14 +225,8 @@ PROBE_MARGIN = 1000
 
 
 def _probe(session, low=None):
-    """(highest allocation id, number of allocations above ``low``)."""
-    alloc = db_api.ALLOCATIONS
-    top = session.execute(sa.select(sa.func.max(alloc.c.id))).scalar()
-    if low is None:
-        low = (top or 0) - PROBE_MARGIN
-    count = session.execute(sa.select(sa.func.count()).select_from(alloc)
-                            .where(alloc.c.id > low)).scalar()
-    return (top, low, count)
+    """(highest allocation id, low, number of allocations above low)."""
+    return db_api.allocation_probe(session, low, PROBE_MARGIN)
 
 
 def probe(db, low=None):
@@ -252,36 +245,18 @@ def load(db, now):
         return read(session, now)
 
 
-def _queries(now):
-    alloc, res, lease = (db_api.ALLOCATIONS, db_api.RESERVATIONS,
-                         db_api.LEASES)
-    live = sa.and_(res.c.status.notin_(DEAD_RESERVATIONS),
-                   lease.c.status.notin_(DEAD_LEASES),
-                   lease.c.end_date > now)
-    q_alloc = (sa.select(alloc.c.id, alloc.c.reservation_id, alloc.c.host,
-                         alloc.c.start_date, alloc.c.end_date,
-                         alloc.c.vcpus, alloc.c.memory_mb, alloc.c.disk_gb,
-                         alloc.c.whole_host)
-               .select_from(alloc.join(res).join(lease)).where(live))
-    q_res = (sa.select(res.c.id, res.c.resource_type, res.c.resource_id,
-                       res.c.properties, lease.c.id, lease.c.project_id,
-                       lease.c.start_date, lease.c.end_date, lease.c.status)
-             .select_from(res.join(lease)).where(live))
-    return q_alloc, q_res
-
-
-def _items(session, query):
+def _items(rows):
     """[(allocation id, Item)]."""
     return [(aid, calendar.Item(host, a_start, a_end, vcpus, memory_mb,
                                 disk_gb, bool(whole), rid))
             for (aid, rid, host, a_start, a_end, vcpus, memory_mb, disk_gb,
-                 whole) in session.execute(query)]
+                 whole) in rows]
 
 
-def _reservations(session, query, by_reservation):
+def _reservations(rows, by_reservation):
     reservations = {}
     for (rid, rtype, resource_id, properties, lease_id, project_id, l_start,
-         l_end, lease_status) in session.execute(query):
+         l_end, lease_status) in rows:
         # Sizes matter for the servers linked to a reservation only.
         size = _size_from(properties, by_reservation.get(rid, ())) \
             if resource_id else None
@@ -298,6 +273,9 @@ def _by_reservation(items):
     return out
 
 
+_DEAD = (DEAD_RESERVATIONS, DEAD_LEASES)
+
+
 def read(session, now, start=None, end=None, hosts=None):
     """Read a :class:`Snapshot` in the caller's transaction.
 
@@ -305,17 +283,14 @@ def read(session, now, start=None, end=None, hosts=None):
     overlapping ``[start, end)`` on those hosts (admission control);
     every live reservation is read either way.
     """
-    alloc = db_api.ALLOCATIONS
-    q_alloc, q_res = _queries(now)
-    q_alloc = q_alloc.where(alloc.c.end_date > max(now, start or now))
-    if end is not None:
-        q_alloc = q_alloc.where(alloc.c.start_date < end)
-    if hosts is not None:
-        q_alloc = q_alloc.where(alloc.c.host.in_(sorted(hosts)))
     version = _probe(session)
-    pairs = _items(session, q_alloc)
+    pairs = _items(db_api.live_allocation_rows(
+        session, now, *_DEAD, ends_after=max(now, start or now),
+        start_before=end, hosts=hosts))
     items = [item for _aid, item in pairs]
-    reservations = _reservations(session, q_res, _by_reservation(items))
+    reservations = _reservations(
+        db_api.live_reservation_rows(session, now, *_DEAD),
+        _by_reservation(items))
     recent = {aid: item for aid, item in pairs if aid > version[1]}
     return Snapshot(items, reservations, version, recent=recent)
 
@@ -324,11 +299,10 @@ def read_changes(session, now, snap):
     """``snap`` updated with the allocations changed above its probe
     range's low id (new ones and their reservations; deleted ones).
     """
-    alloc, res = db_api.ALLOCATIONS, db_api.RESERVATIONS
     low = snap.version[1]
     version = _probe(session, low)
-    q_alloc, q_res = _queries(now)
-    pairs = _items(session, q_alloc.where(alloc.c.id > low))
+    pairs = _items(db_api.live_allocation_rows(session, now, *_DEAD,
+                                               min_id=low))
     current = dict(pairs)
     added = [item for aid, item in pairs if aid not in snap.recent]
     removed = [item for aid, item in snap.recent.items()
@@ -337,7 +311,7 @@ def read_changes(session, now, snap):
     reservations = {}
     if rids:
         reservations = _reservations(
-            session, q_res.where(res.c.id.in_(rids)),
+            db_api.live_reservation_rows(session, now, *_DEAD, ids=rids),
             _by_reservation(added))
     return snap.updated(added, removed, reservations, version, current)
 
