@@ -18,7 +18,6 @@ MariaDB/MySQL and PostgreSQL, never promise a host twice.
 """
 
 import datetime
-import threading
 
 from oslo_config import cfg
 from oslo_utils import timeutils
@@ -31,6 +30,7 @@ from nova_lease.scheduler import fit
 from nova_lease.scheduler import snapshot
 from nova_lease.scheduler import view
 from tests.functional.db import base
+from tests import threads
 
 NOW = datetime.datetime(2030, 1, 1)
 HOUR = datetime.timedelta(hours=1)
@@ -86,36 +86,22 @@ class _AdmissionTests(object):
 
     def test_ten_parallel_requests_for_the_last_slot(self):
         self._admit(NOW + 2 * HOUR, NOW + 4 * HOUR)
-        results = []
-        lock = threading.Lock()
-        barrier = threading.Barrier(10)
 
         def attempt(n):
-            barrier.wait()
             for _try in range(20):
                 try:
                     self._admit(NOW + 3 * HOUR, NOW + 5 * HOUR,
                                 name='p%d' % n)
-                    outcome = 'admitted'
+                    return 'admitted'
                 except admission.NoCapacity:
-                    outcome = 'conflict'
+                    return 'conflict'
                 except api.db_exc.DBDeadlock:
                     continue  # what the caller's retry decorator does
-                except Exception as e:
-                    outcome = repr(e)
-                break
-            else:
-                outcome = 'deadlocked 20 times'
-            with lock:
-                results.append(outcome)
+            return 'deadlocked 20 times'
 
-        threads = [threading.Thread(target=attempt, args=(n,))
-                   for n in range(10)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(120)
-        self.assertEqual(['admitted'] + ['conflict'] * 9, sorted(results))
+        results = threads.race(10, attempt)
+        self.assertEqual(['admitted'] + ['conflict'] * 9,
+                         sorted(map(str, results)))
         allocations = api.allocation_list(self.db, start=NOW + 3 * HOUR,
                                           end=NOW + 4 * HOUR)
         self.assertEqual({'host1', 'host2'},

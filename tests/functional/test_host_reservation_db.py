@@ -18,12 +18,12 @@ a loser gets NotEnoughHosts (409) and leaves nothing behind.
 """
 
 import datetime
-import threading
 
 from nova_lease.db import api as db_api
 from nova_lease import hosts
 from nova_lease.periodic import events as lease_events
 from tests.functional.db import base
+from tests import threads
 
 START = datetime.datetime(2030, 6, 1, 10, 0)
 
@@ -52,29 +52,14 @@ class _AllocationTests(object):
             lease_events.lease_events(start, end), cleaning)
 
     def _race(self, count, make):
-        barrier = threading.Barrier(count)
-        results = []
-        lock = threading.Lock()
-
         def run(i):
-            barrier.wait()
             try:
-                lease = make(i)
-                outcome = ('ok', lease['id'])
+                return ('ok', make(i)['id'])
             except hosts.NotEnoughHosts as e:
-                outcome = ('409', str(e))
-            except Exception as e:  # noqa: the test reports it
-                outcome = ('error', repr(e))
-            with lock:
-                results.append(outcome)
+                return ('409', str(e))
 
-        threads = [threading.Thread(target=run, args=(i,))
-                   for i in range(count)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(120)
-        return results
+        return [('error', repr(r)) if isinstance(r, BaseException) else r
+                for r in threads.race(count, run)]
 
     def _assert_no_double_booking(self):
         allocations = db_api.allocation_list(self.db)

@@ -17,13 +17,13 @@ deleted through it; the side database is checked for what is left behind.
 """
 
 import datetime
-import threading
 
 from nova.tests.functional.api import client as api_client
 from oslo_utils import timeutils
 
 from nova_lease.db import api as db_api
 from tests.functional import base
+from tests import threads
 
 OTHER_PROJECT = 'a0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5'
 PREFIX = '/os-reservation'
@@ -391,19 +391,12 @@ class LeaseAPITest(LeaseAPIMixin, base.LeaseFunctionalBase):
     def test_parallel_creates_for_the_last_free_host(self):
         self._register('host1')
         body = self._lease_body(self._at(hours=1), self._at(hours=2))
-        results = []
-        barrier = threading.Barrier(6)
 
-        def create():
-            barrier.wait()
-            resp = self.api.api_post(PREFIX + '/leases', body,
-                                     check_response_status=[201, 409])
-            results.append(resp.status)
+        def create(_n):
+            return self.api.api_post(PREFIX + '/leases', body,
+                                     check_response_status=[201, 409]).status
 
-        threads = [threading.Thread(target=create) for _ in range(6)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(60)
+        results = threads.race(6, create, timeout=60)
+        self.assertEqual([], threads.errors(results))
         self.assertEqual([201, 409, 409, 409, 409, 409], sorted(results))
         self.assertEqual((1, 1, 3), self._counts())

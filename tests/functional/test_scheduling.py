@@ -22,7 +22,6 @@ lease-recording code does it: ``allocate_instances`` and
 """
 
 import datetime
-import threading
 
 import nova.conf
 from nova.tests.functional.api import client as api_client
@@ -31,6 +30,7 @@ from oslo_serialization import jsonutils
 from nova_lease.db import api as db_api
 from nova_lease.scheduler import admission
 from tests.functional import base
+from tests import threads
 
 CONF = nova.conf.CONF
 HOUR = datetime.timedelta(hours=1)
@@ -208,30 +208,17 @@ class TestFutureAwareScheduling(_Base):
         T = self.T
         self._admit(T + 2 * HOUR, T + 4 * HOUR, 'one')
         before = self._lease_count()
-        results = []
-        lock = threading.Lock()
-        barrier = threading.Barrier(10)
 
         def attempt(n):
-            barrier.wait()
             try:
                 self._admit(T + 3 * HOUR, T + 5 * HOUR, 'p%d' % n)
             except admission.NoCapacity:
-                outcome = 'conflict'
-            except Exception as e:  # reported by the assertion below
-                outcome = repr(e)
-            else:
-                outcome = 'admitted'
-            with lock:
-                results.append(outcome)
+                return 'conflict'
+            return 'admitted'
 
-        threads = [threading.Thread(target=attempt, args=(n,))
-                   for n in range(10)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(120)
-        self.assertEqual(['admitted'] + ['conflict'] * 9, sorted(results))
+        results = threads.race(10, attempt)
+        self.assertEqual(['admitted'] + ['conflict'] * 9,
+                         sorted(map(str, results)))
         self.assertEqual(before + 1, self._lease_count())
 
 

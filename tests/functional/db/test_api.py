@@ -24,6 +24,7 @@ import sqlalchemy as sa
 from nova_lease import conf as lease_conf
 from nova_lease.db import api
 from tests.functional.db import base
+from tests import threads
 
 T0 = datetime.datetime(2030, 1, 1, 12, 0, 0, 123456)
 HOUR = datetime.timedelta(hours=1)
@@ -72,25 +73,6 @@ class _QueryCounter(object):
     def _count(self, conn, cursor, statement, *args):
         if statement.lstrip().upper().startswith('SELECT'):
             self.statements.append(statement)
-
-
-def _run_threads(*targets):
-    errors = []
-
-    def _wrap(target):
-        def _run():
-            try:
-                target()
-            except Exception as e:  # reported by the test
-                errors.append(e)
-        return _run
-
-    threads = [threading.Thread(target=_wrap(t)) for t in targets]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
-    return errors
 
 
 class _LeaseTests(object):
@@ -342,25 +324,21 @@ class _LeaseTests(object):
 
     def test_concurrent_compare_and_set_has_one_winner(self):
         lease = api.lease_create(self.db, _lease())
-        barrier = threading.Barrier(4)
         winners = []
         losers = []
 
-        def _start(name):
-            def _run():
-                barrier.wait()
-                try:
-                    api.lease_update(self.db, lease['id'],
-                                     {'status': 'STARTING',
-                                      'status_reason': name},
-                                     expected_status='PENDING')
-                    winners.append(name)
-                except api.StatusConflict:
-                    losers.append(name)
-            return _run
+        def _start(i):
+            name = 't%d' % i
+            try:
+                api.lease_update(self.db, lease['id'],
+                                 {'status': 'STARTING',
+                                  'status_reason': name},
+                                 expected_status='PENDING')
+                winners.append(name)
+            except api.StatusConflict:
+                losers.append(name)
 
-        errors = _run_threads(*[_start('t%d' % i) for i in range(4)])
-        self.assertEqual([], errors)
+        self.assertEqual([], threads.errors(threads.race(4, _start)))
         self.assertEqual(1, len(winners))
         self.assertEqual(3, len(losers))
         self.assertEqual(winners[0],
@@ -608,24 +586,20 @@ class _EventTests(object):
 
     def test_concurrent_claims_have_one_winner(self):
         start = self.by_type['start_lease']
-        barrier = threading.Barrier(4)
         winners = []
 
-        def _claim(name):
-            def _run():
-                barrier.wait()
-                try:
-                    api.event_update(self.db, start['id'],
-                                     {'status': 'IN_PROGRESS',
-                                      'claimed_by': name, 'claimed_at': T0},
-                                     expected_status='UNDONE')
-                    winners.append(name)
-                except api.StatusConflict:
-                    pass
-            return _run
+        def _claim(i):
+            name = 'engine%d' % i
+            try:
+                api.event_update(self.db, start['id'],
+                                 {'status': 'IN_PROGRESS',
+                                  'claimed_by': name, 'claimed_at': T0},
+                                 expected_status='UNDONE')
+                winners.append(name)
+            except api.StatusConflict:
+                pass
 
-        self.assertEqual([], _run_threads(
-            *[_claim('engine%d' % i) for i in range(4)]))
+        self.assertEqual([], threads.errors(threads.race(4, _claim)))
         self.assertEqual(1, len(winners))
         self.assertEqual(winners[0],
                          api.event_get(self.db, start['id'])['claimed_by'])
@@ -887,7 +861,6 @@ class _TransactionTests(object):
         host = api.host_create(self.db, {'hypervisor_hostname': 'h1',
                                          'vcpus': 0, 'memory_mb': 0,
                                          'local_gb': 0})
-        barrier = threading.Barrier(4)
 
         @api.retry_on_deadlock
         def _increment():
@@ -896,12 +869,11 @@ class _TransactionTests(object):
                 vcpus = api.host_get(session, host['id'])['vcpus']
                 api.host_update(session, host['id'], {'vcpus': vcpus + 1})
 
-        def _worker():
-            barrier.wait()
+        def _worker(_i):
             for _ in range(5):
                 _increment()
 
-        self.assertEqual([], _run_threads(*[_worker] * 4))
+        self.assertEqual([], threads.errors(threads.race(4, _worker)))
         self.assertEqual(20, api.host_get(self.db, host['id'])['vcpus'])
 
 
@@ -940,7 +912,8 @@ class _LockServerTests(object):
                 api.lock_hosts(session, second_names)
                 times['acquired'] = time.monotonic()
 
-        self.assertEqual([], _run_threads(_a, _b))
+        self.assertEqual([], threads.errors(
+            threads.race(2, lambda i: (_a, _b)[i](), timeout=30)))
         return times['released'], times['acquired']
 
     def test_common_host_serialises(self):

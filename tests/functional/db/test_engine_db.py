@@ -12,11 +12,11 @@
 """The engine's claiming functions of nova_lease.db.api, on every backend."""
 
 import datetime
-import threading
 
 from nova_lease.db import api
 from nova_lease.periodic import events as lease_events
 from tests.functional.db import base
+from tests import threads
 
 T0 = datetime.datetime(2030, 1, 1, 12, 0, 0)
 
@@ -133,37 +133,25 @@ class _EngineDbTests(object):
                               'end_date': T0 + _s(3600), 'status': 'PENDING'},
                     events=lease_events.lease_events(
                         T0 - _s(i % 7), T0 + _s(3600)))
-        claims = {}
-        errors = []
-        barrier = threading.Barrier(6)
 
-        def claimer(name):
+        def claimer(i):
             got = []
-            try:
-                barrier.wait(30)
-                while True:
-                    batch = api.engine_claim_events(self.db, name, T0, 4)
-                    if not batch:
-                        break
-                    got.extend(e['id'] for e in batch)
-            except Exception as e:    # reported below
-                errors.append(e)
-            claims[name] = got
+            while True:
+                batch = api.engine_claim_events(self.db, 'e%d' % i, T0, 4)
+                if not batch:
+                    return got
+                got.extend(e['id'] for e in batch)
 
-        threads = [threading.Thread(target=claimer, args=('e%d' % i,))
-                   for i in range(6)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(120)
-        self.assertEqual([], errors)
-        all_ids = [i for got in claims.values() for i in got]
+        results = threads.race(6, claimer)
+        self.assertEqual([], threads.errors(results))
+        all_ids = [i for got in results for i in got]
         self.assertEqual(60, len(all_ids))
         self.assertEqual(60, len(set(all_ids)))
         events = api.event_list(self.db, statuses='IN_PROGRESS')
         self.assertEqual(60, len(events))
         for event in events:
-            self.assertIn(event['id'], claims[event['claimed_by']])
+            self.assertIn(event['id'],
+                          results[int(event['claimed_by'][1:])])
 
     def test_complete_events(self):
         lease = self._lease(T0, T0 + _s(10), reservations=2)

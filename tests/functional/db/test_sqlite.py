@@ -21,6 +21,7 @@ from oslo_db import exception as db_exc
 from nova_lease.db import api
 from nova_lease.db import migration
 from tests.functional.db import base
+from tests import threads
 
 T0 = datetime.datetime(2030, 1, 1)
 
@@ -140,22 +141,16 @@ class SQLiteTest(base.SQLiteTestCase):
         db = api.Database('sqlite://')
         self.addCleanup(db.dispose)
         migration.upgrade(db)
-        barrier = threading.Barrier(4)
 
         def _create(i):
-            def _run():
-                barrier.wait()
-                for j in range(5):
-                    with db.writer() as session:
-                        api.lock_hosts(session, ['h1'])
-                        api.lease_create(session, _lease('%d-%d' % (i, j)))
-                    api.lease_list(db)
-            return _run
+            for j in range(5):
+                with db.writer() as session:
+                    api.lock_hosts(session, ['h1'])
+                    api.lease_create(session, _lease('%d-%d' % (i, j)))
+                api.lease_list(db)
 
-        threads = [_in_thread(_create(i)) for i in range(4)]
-        for thread, result in threads:
-            thread.join(30)
-            self.assertNotIn('error', result)
+        self.assertEqual([], threads.errors(threads.race(4, _create,
+                                                         timeout=30)))
         self.assertEqual(20, len(api.lease_list(db)))
 
     def test_file_directory_is_created(self):
