@@ -43,9 +43,13 @@ class LeaseFilter(filters.BaseHostFilter):
     time-bounded work that ends before the reservation starts, and never to
     anything that would still run then. A server whose lease holds an
     allocation passes only its allocated host; a request with the
-    ``reservation`` hint passes only the hosts of that host reservation,
-    for its owner project, while the lease is ACTIVE; hosts of the free
-    pool aggregate take no unleased server.
+    ``reservation`` hint passes only the hosts of that host reservation
+    that are in its aggregate, for its owner project, while the lease is
+    ACTIVE (at boot, and again at unshelve, resize, migration and
+    evacuation: Nova keeps the hint in the RequestSpec); a host in a host
+    reservation's aggregate takes no request without that hint; hosts of
+    the free pool aggregate take no request without a ``reservation``
+    hint.
 
     One calendar snapshot is read per request (cached, see
     ``[nova_lease] scheduler_snapshot_ttl``) and every host is answered

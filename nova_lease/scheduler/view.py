@@ -46,13 +46,19 @@ UNLEASED = 'unleased'
 LEASED = 'leased'
 HOST_RESERVATION = 'host reservation'
 
+#: Metadata key of a host reservation's aggregate naming the reservation
+#: (nova_lease.plugins.host.META_RESERVATION: the engine sets it at the
+#: lease's start and deletes the aggregate at its end).
+RESERVATION_KEY = 'nova_lease_reservation_id'
+
 # Weigher scales (seconds): slack of an hour, next promise in a day.
 _SLACK_SCALE = 3600.0
 _PROMISE_SCALE = 86400.0
 
 
 class Request(collections.namedtuple(
-        'Request', 'kind demand start end allowed exclude why')):
+        'Request', 'kind demand start end allowed exclude why reservation',
+        defaults=(None,))):
     """What a request needs.
 
     :ivar kind: UNLEASED, LEASED or HOST_RESERVATION.
@@ -62,6 +68,8 @@ class Request(collections.namedtuple(
     :ivar exclude: reservation ids whose allocations do not count against
         it (its own).
     :ivar why: how the interval was found (for logs).
+    :ivar reservation: for HOST_RESERVATION, the hinted reservation id:
+        only the hosts in its aggregate may take the request.
     """
 
     __slots__ = ()
@@ -218,11 +226,12 @@ def resolve(spec_obj, snap, now, conf=CONF, lookup=None,
                 res.project_id != project or res.end <= now):
             return Request(HOST_RESERVATION, demand, now, now, set(), (),
                            'reservation %s is not an active host '
-                           'reservation of the project' % reservation_id)
+                           'reservation of the project' % reservation_id,
+                           reservation_id)
         if hosts is None:
             hosts = {item.host for item in snap.allocations.get(res.id, ())}
         return Request(HOST_RESERVATION, demand, now, res.end, hosts,
-                       (res.id,), 'reservation %s' % res.id)
+                       (res.id,), 'reservation %s' % res.id, res.id)
 
     group = conf.nova_lease
     project = spec_obj.project_id if _is_set(spec_obj, 'project_id') \
@@ -340,10 +349,24 @@ def host_loads(host_states, snap, now, reserved):
                                  l_end, l_size)
 
 
-def in_freepool(host_state, conf=CONF):
+def aggregate_marks(host_state, conf=CONF):
+    """``(in the free pool?, {reservation ids})`` of a HostState.
+
+    The reservation ids are those of the host reservations whose
+    aggregate (metadata :data:`RESERVATION_KEY`) holds the host: from the
+    engine's start of the lease to its end. No I/O: Nova keeps the
+    HostStates' aggregates up to date.
+    """
     name = conf.nova_lease.freepool_aggregate
-    return any(getattr(agg, 'name', None) == name
-               for agg in (host_state.aggregates or ()))
+    free = False
+    held_for = set()
+    for agg in host_state.aggregates or ():
+        if getattr(agg, 'name', None) == name:
+            free = True
+        rid = (getattr(agg, 'metadata', None) or {}).get(RESERVATION_KEY)
+        if rid:
+            held_for.add(rid)
+    return free, held_for
 
 
 class RequestView(object):
@@ -412,12 +435,27 @@ class RequestView(object):
         result = [None] * len(host_states)
         todo = []
         for k, hs in enumerate(host_states):
+            free, held_for = aggregate_marks(hs, self.conf)
             if req.allowed is not None and not (
                     {host_key(hs), hs.host} & req.allowed):
                 result[k] = (False, '%s may only use %s' % (
                     req.why, ', '.join(sorted(req.allowed)) or 'no host'))
-            elif req.kind != HOST_RESERVATION and in_freepool(hs,
-                                                              self.conf):
+            elif (held_for or req.kind == HOST_RESERVATION) and \
+                    req.reservation not in held_for:
+                # A host in a reservation's aggregate is the owner's
+                # until the engine ends the lease (then it deletes the
+                # servers left there), even past the end of the
+                # allocation; a hinted request needs the host in its
+                # aggregate (after an early end, a stale snapshot still
+                # shows the lease ACTIVE).
+                if held_for:
+                    why = 'host reservation %s holds it' % ', '.join(
+                        sorted(held_for))
+                else:
+                    why = 'not in the aggregate of reservation %s' % (
+                        req.reservation)
+                result[k] = (False, why)
+            elif req.kind != HOST_RESERVATION and free:
                 # The free pool is for host reservations, whose admission
                 # only sees allocations: no server may hide there.
                 result[k] = (False, 'only host reservations use the free '

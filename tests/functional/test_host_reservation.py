@@ -27,8 +27,11 @@ from tests.functional import test_lease_api
 PREFIX = test_lease_api.PREFIX
 
 
-class HostReservationTest(test_lease_api.LeaseAPIMixin,
-                          base.LeaseFunctionalBase):
+class HostLeaseMixin(test_lease_api.LeaseAPIMixin):
+    """Helpers for host-lease tests: an engine with the physical:host
+    plugin (``self.engine``, ``self.plugin``) and boots with the
+    ``reservation`` hint.
+    """
 
     def setUp(self):
         super().setUp()
@@ -54,14 +57,27 @@ class HostReservationTest(test_lease_api.LeaseAPIMixin,
         return sorted(a['host'] for a in db_api.allocation_list(
             self.lease_db, lease_id=lease['id']))
 
-    def _server_on(self, host, name='on-reserved'):
-        # The admin forces a server onto the host (what LeaseFilter will
-        # let the owner do with --hint reservation=<id>).
-        body = {'server': self._build_server(
-            name=name, image_uuid=self.image_id, flavor_id='1',
-            networks='none', az='nova:%s' % host)}
-        server = self.admin_api.post_server(body)
-        return self._wait_for_state_change(server, 'ACTIVE')
+    def _boot_hinted(self, reservation_id, name='hinted', api=None,
+                     wait='ACTIVE'):
+        """Boot with ``os:scheduler_hints: {"reservation": <id>}``, as
+        ``nova boot --hint reservation=<id>`` sends it.
+        """
+        return self._boot({'reservation': reservation_id}, name=name,
+                          api=api, wait=wait)
+
+    def _host(self, server):
+        return self.admin_api.get_server(server['id'])[
+            'OS-EXT-SRV-ATTR:host']
+
+    def _assert_no_valid_host(self, server):
+        """The server ends in ERROR with a NoValidHost fault."""
+        server = self._wait_for_state_change(server, 'ERROR')
+        self.assertIn('No valid host', server['fault']['message'])
+        self.assertIsNone(server['OS-EXT-SRV-ATTR:host'])
+        return server
+
+
+class HostReservationTest(HostLeaseMixin, base.LeaseFunctionalBase):
 
     def test_host_lease_starting_now(self):
         self._register('host1', ssd='true')
@@ -99,8 +115,10 @@ class HostReservationTest(test_lease_api.LeaseAPIMixin,
         self.assertEqual(['host1'], self._aggregate(name)['hosts'])
         self.assertEqual(['host2'], self._aggregate('freepool')['hosts'])
 
-        # A server left on the host at the end is deleted.
-        server = self._server_on('host1')
+        # A server left on the host at the end is deleted (the owner
+        # boots it with the hint; tests/functional/
+        # test_host_reservation_hint.py has the filter's cases).
+        server = self._boot_hinted(reservation_id, name='on-reserved')
         self.assertEqual('host1', server['OS-EXT-SRV-ATTR:host'])
 
         # End: before_end first (1 h before), then the end.
@@ -155,8 +173,10 @@ class HostReservationTest(test_lease_api.LeaseAPIMixin,
         lease = self._create(self._lease_body(
             'now', self._at(hours=5), on_end='shelve'))
         self.engine.process_due()
-        self.assertEqual('ACTIVE', self._lease(lease['id'])['status'])
-        server = self._server_on('host1')
+        lease = self._lease(lease['id'])
+        self.assertEqual('ACTIVE', lease['status'])
+        server = self._boot_hinted(lease['reservations'][0]['id'])
+        self.assertEqual('host1', server['OS-EXT-SRV-ATTR:host'])
         url = PREFIX + '/leases/%s' % lease['id']
         self.api.api_delete(url, check_response_status=[204])
         self.assertEqual(1, self.engine.process_due())
@@ -165,6 +185,14 @@ class HostReservationTest(test_lease_api.LeaseAPIMixin,
         server = self.api.get_server(server['id'])
         self.assertEqual('SHELVED_OFFLOADED', server['status'])
         self.assertEqual(['host1'], self._aggregate('freepool')['hosts'])
+        # Its RequestSpec keeps the hint of a reservation that is over:
+        # it cannot be unshelved (NoValidHost, doc/scheduling.rst).
+        self.api.post_server_action(server['id'], {'unshelve': None})
+        self._wait_for_instance_action_event(
+            server, 'unshelve', 'schedule_instances', 'Error')
+        server = self.api.get_server(server['id'])
+        self.assertEqual('SHELVED_OFFLOADED', server['status'])
+        self.assertIsNone(server['OS-EXT-STS:task_state'])
         # The host is free right away for another lease.
         self._create(self._lease_body('now', self._at(hours=1)))
         # A TERMINATED lease is removed by a delete.

@@ -29,6 +29,7 @@ from oslo_utils import uuidutils
 import testtools
 
 from nova_lease import calendar
+from nova_lease.plugins import host as host_plugin
 from nova_lease.scheduler import filters
 from nova_lease.scheduler import snapshot
 from nova_lease.scheduler import view
@@ -40,15 +41,27 @@ HOUR = datetime.timedelta(hours=1)
 objects.register_all()
 
 
+def _aggregate(name, host, metadata=None):
+    return objects.Aggregate(name=name, hosts=[host], metadata=metadata or {})
+
+
+def _held(rid):
+    """An aggregate of host reservation ``rid`` (as the engine makes it)."""
+    return ('reservation-' + rid, {view.RESERVATION_KEY: rid})
+
+
 def _host(name, vcpus_used=0, instances=None, aggregates=()):
+    """``aggregates``: names, or (name, metadata) pairs."""
+    aggregates = [(a, None) if isinstance(a, str) else a
+                  for a in aggregates]
     return fakes.FakeHostState(name, name, {
         'vcpus_total': 4, 'vcpus_used': vcpus_used,
         'total_usable_ram_mb': 8192 + 512, 'free_ram_mb': 8192 + 512,
         'total_usable_disk_gb': 100, 'disk_mb_used': 0,
         'cpu_allocation_ratio': 1.0, 'ram_allocation_ratio': 1.0,
         'disk_allocation_ratio': 1.0,
-        'aggregates': [objects.Aggregate(name=a, hosts=[name], metadata={})
-                       for a in aggregates]}, instances=instances)
+        'aggregates': [_aggregate(a, name, meta) for a, meta in aggregates]},
+        instances=instances)
 
 
 def _spec(hints=None, uuid=None, vcpus=4, project='p1', **kwargs):
@@ -208,7 +221,7 @@ class FilterTest(_Base):
                            ref='hr')],
             {'hr': _reservation('hr', NOW - HOUR, NOW + HOUR,
                                 kind=snapshot.HOST, status='ACTIVE')})
-        hosts = [_host('host1'), _host('host2')]
+        hosts = [_host('host1', aggregates=[_held('hr')]), _host('host2')]
         self.assertEqual(['host1'], self.passing(
             hosts, _spec({'reservation': 'hr'})))
         self.assertEqual([], self.passing(
@@ -228,6 +241,54 @@ class FilterTest(_Base):
             {'host1'})
         self.assertEqual(['host1'], self.passing(
             hosts, _spec({'reservation': 'hr'})))
+
+    def test_reservation_aggregate_is_the_owners_until_the_end(self):
+        # The allocation is over, the engine has not ended the lease yet:
+        # the host is still in the reservation's aggregate (and its
+        # servers are about to be deleted).
+        self.snap = snapshot.Snapshot(
+            [calendar.Item('host1', NOW - 2 * HOUR, NOW - HOUR,
+                           whole_host=True, ref='hr')],
+            {'hr': _reservation('hr', NOW - 2 * HOUR, NOW - HOUR,
+                                kind=snapshot.HOST, status='ACTIVE')})
+        hosts = [_host('host1', aggregates=[_held('hr')]), _host('host2')]
+        self.assertEqual(['host2'], self.passing(hosts, _spec()))
+        self.assertEqual(['host2'], self.passing(
+            hosts, _spec(_lease_hints(NOW + HOUR), vcpus=1)))
+        # Over for its owner too.
+        self.assertEqual([], self.passing(
+            hosts, _spec({'reservation': 'hr'}, vcpus=1)))
+        # Another reservation's hint does not open it either.
+        self.snap = snapshot.Snapshot((), {'other': _reservation(
+            'other', NOW - HOUR, NOW + HOUR, kind=snapshot.HOST,
+            status='ACTIVE')})
+        self.lookup_res.return_value = (self.snap.reservations['other'],
+                                        {'host1', 'host2'})
+        self.assertEqual([], self.passing(
+            hosts, _spec({'reservation': 'other'}, vcpus=1)))
+        # The key is the one the engine's host plugin sets.
+        self.assertEqual(host_plugin.META_RESERVATION, view.RESERVATION_KEY)
+
+    def test_hint_needs_the_reservations_aggregate(self):
+        # The lease ended early (deleted): the engine deleted the
+        # aggregate and put the host back in the free pool, but the
+        # snapshot still shows the lease ACTIVE.
+        self.snap = snapshot.Snapshot(
+            [calendar.Item('host1', NOW - HOUR, NOW + HOUR, whole_host=True,
+                           ref='hr')],
+            {'hr': _reservation('hr', NOW - HOUR, NOW + HOUR,
+                                kind=snapshot.HOST, status='ACTIVE')})
+        spec = _spec({'reservation': 'hr'}, vcpus=1)
+        self.assertEqual([], self.passing(
+            [_host('host1', aggregates=['freepool'])], spec))
+        self.assertEqual([], self.passing([_host('host1')], spec))
+        self.assertEqual(['host1'], self.passing(
+            [_host('host1', aggregates=[_held('hr')])], spec))
+        # The reason is logged.
+        request_view = view.RequestView(spec, self.snap, NOW)
+        self.assertEqual(
+            [(False, 'not in the aggregate of reservation hr')],
+            request_view.passes([_host('host1', aggregates=['freepool'])]))
 
     def test_rebuild_is_not_filtered(self):
         self.promise('host1', NOW, NOW + 4 * HOUR)
