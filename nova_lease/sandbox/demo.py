@@ -12,10 +12,11 @@
 """The scripted scenario of ``nova-lease-sandbox --demo``.
 
 A demo is a list of :class:`Step` s run in order against the running
-sandbox, as the demo user, through Keystone and the compute HTTP API (the
-same path as the ``nova`` CLI). Each step prints timestamped lines to the
-timeline. Later work extends :func:`default_steps` (lease listing, shelving
-of a future lease, start/end on an accelerated clock).
+sandbox, as the demo user (the admin only registers a host), through
+Keystone, the compute HTTP API (the same path as the ``nova`` CLI) and the
+lease API found through the catalog's ``reservation`` endpoint (the same
+path as ``openstack reservation ...``). Each step prints timestamped lines
+to the timeline. Later work extends :func:`default_steps`.
 """
 
 import collections
@@ -53,21 +54,26 @@ class Timeline(object):
         self.out.flush()
 
 
+def _session(env):
+    from keystoneauth1.identity import v3
+    from keystoneauth1 import session
+
+    auth = v3.Password(
+        auth_url=env['OS_AUTH_URL'], username=env['OS_USERNAME'],
+        password=env['OS_PASSWORD'],
+        project_name=env['OS_PROJECT_NAME'],
+        user_domain_name=env['OS_USER_DOMAIN_NAME'],
+        project_domain_name=env['OS_PROJECT_DOMAIN_NAME'])
+    return session.Session(auth=auth)
+
+
 class Compute(object):
     """The few compute calls the demo makes (python-novaclient 2.96)."""
 
     def __init__(self, env):
-        from keystoneauth1.identity import v3
-        from keystoneauth1 import session
         from novaclient import client
 
-        auth = v3.Password(
-            auth_url=env['OS_AUTH_URL'], username=env['OS_USERNAME'],
-            password=env['OS_PASSWORD'],
-            project_name=env['OS_PROJECT_NAME'],
-            user_domain_name=env['OS_USER_DOMAIN_NAME'],
-            project_domain_name=env['OS_PROJECT_DOMAIN_NAME'])
-        self.session = session.Session(auth=auth)
+        self.session = _session(env)
         self.nova = client.Client(COMPUTE_API_VERSION, session=self.session,
                                   region_name=env.get('OS_REGION_NAME'))
 
@@ -90,16 +96,50 @@ class Compute(object):
         return True
 
 
+class Reservation(object):
+    """The lease API calls of ``openstack reservation ...``.
+
+    Through the catalog's ``reservation`` endpoint, as python-blazarclient
+    makes them.
+    """
+
+    def __init__(self, env):
+        self.session = _session(env)
+        self.filter = {'service_type': 'reservation', 'interface': 'public',
+                       'region_name': env.get('OS_REGION_NAME')}
+
+    def _call(self, method, path, body=None):
+        resp = self.session.request(path, method, json=body,
+                                    endpoint_filter=self.filter)
+        return resp.json() if resp.content else None
+
+    def register_host(self, name):
+        return self._call('POST', '/os-hosts', {'name': name})['host']
+
+    def create_lease(self, body):
+        return self._call('POST', '/leases', body)['lease']
+
+    def get_lease(self, lease_id):
+        return self._call('GET', '/leases/%s' % lease_id)['lease']
+
+    def delete_lease(self, lease_id):
+        self._call('DELETE', '/leases/%s' % lease_id)
+
+
 class Demo(object):
     """State shared by the steps of one demo run."""
 
-    def __init__(self, env, timeline, timeout=60.0):
+    def __init__(self, env, timeline, timeout=60.0, admin_env=None):
         self.env = env
+        self.admin_env = admin_env
         self.timeline = timeline
         self.timeout = timeout
         self.compute = None
         self.server_id = None
         self.future_id = None
+        self.host_lease_id = None
+        self.reservation_id = None
+        self.on_host_id = None
         self.lease_params = {'name': 'demo-lease', 'start': 'now',
                              'duration': '1h'}
 
@@ -220,6 +260,98 @@ def _delete(demo):
     demo.server_id = None
 
 
+#: The fake compute host the demo leases whole (the largest; the VMs of
+#: the earlier steps are gone by then).
+DEMO_HOST = 'host3'
+
+
+def _register_host(demo):
+    if not demo.admin_env:
+        raise DemoFailed('no admin credentials for registering a host')
+    demo.say('openstack reservation host create %s   (as the admin)',
+             DEMO_HOST)
+    host = Reservation(demo.admin_env).register_host(DEMO_HOST)
+    demo.say('host %s registered (id %s, %s vCPUs): it is in the free pool',
+             host['hypervisor_hostname'], host['id'], host['vcpus'])
+
+
+def _lease_host(demo):
+    end = timeutils.utcnow() + datetime.timedelta(hours=1)
+    end = end.strftime('%Y-%m-%d %H:%M')
+    demo.say("openstack reservation lease create --reservation "
+             "resource_type=physical:host,min=1,max=1,"
+             "hypervisor_properties='[]',resource_properties='[]' "
+             "--end-date '%s' demo-host-lease", end)
+    lease = Reservation(demo.env).create_lease({
+        'name': 'demo-host-lease', 'start_date': 'now', 'end_date': end,
+        'reservations': [{'resource_type': 'physical:host', 'min': 1,
+                          'max': 1, 'hypervisor_properties': '[]',
+                          'resource_properties': '[]'}],
+        'events': []})
+    demo.host_lease_id = lease['id']
+    demo.reservation_id = lease['reservations'][0]['id']
+    demo.say('lease %s is %s, reservation %s', lease['id'], lease['status'],
+             demo.reservation_id)
+
+
+def _host_lease_started(demo):
+    api = Reservation(demo.env)
+
+    def _active():
+        lease = api.get_lease(demo.host_lease_id)
+        if lease['status'] == 'ERROR':
+            raise DemoFailed('the host lease went to ERROR: %s'
+                             % lease.get('status_reason'))
+        return lease if lease['status'] == 'ACTIVE' else None
+
+    demo.wait_for('the host lease to start', _active)
+    demo.say('lease %s is ACTIVE: its host is in aggregate reservation-%s',
+             demo.host_lease_id, demo.reservation_id)
+
+
+def _boot_on_host(demo):
+    hints = {'reservation': demo.reservation_id}
+    demo.say('nova boot --flavor %s --image %s --nic none '
+             '--hint reservation=%s demo-vm3', demo.env['NOVA_LEASE_FLAVOR'],
+             demo.env['NOVA_LEASE_IMAGE'], demo.reservation_id)
+    server = demo.compute.boot('demo-vm3', demo.env['NOVA_LEASE_IMAGE'],
+                               demo.env['NOVA_LEASE_FLAVOR'], hints)
+    demo.on_host_id = server.id
+
+    def _state():
+        server = demo.compute.get(demo.on_host_id)
+        if server.status == 'ERROR':
+            raise DemoFailed('server went to ERROR: %s'
+                             % getattr(server, 'fault', {}))
+        return server if server.status == 'ACTIVE' else None
+
+    demo.wait_for('ACTIVE', _state)
+    host = getattr(Compute(demo.admin_env).get(demo.on_host_id),
+                   'OS-EXT-SRV-ATTR:host', None)
+    if host != DEMO_HOST:
+        raise DemoFailed('server %s is on %s, not on the leased %s'
+                         % (demo.on_host_id, host, DEMO_HOST))
+    demo.say('server %s is ACTIVE on %s (seen by the admin)',
+             demo.on_host_id, host)
+
+
+def _end_host_lease(demo):
+    api = Reservation(demo.env)
+    demo.say('openstack reservation lease delete demo-host-lease')
+    api.delete_lease(demo.host_lease_id)
+    demo.wait_for('the host lease to end', lambda: api.get_lease(
+        demo.host_lease_id)['status'] == 'TERMINATED')
+    demo.wait_for('the deletion of its server', lambda: not
+                  demo.compute.exists(demo.on_host_id))
+    admin = Compute(demo.admin_env).nova
+    pools = [a for a in admin.aggregates.list() if a.name == 'freepool']
+    if not pools or DEMO_HOST not in pools[0].hosts:
+        raise DemoFailed('%s is not back in the free pool' % DEMO_HOST)
+    demo.say('lease %s TERMINATED: server %s deleted, %s back in the free '
+             'pool', demo.host_lease_id, demo.on_host_id, DEMO_HOST)
+    demo.host_lease_id = demo.on_host_id = None
+
+
 def default_steps():
     """The demo's steps, in order. Extend here."""
     return [
@@ -233,13 +365,23 @@ def default_steps():
              _wait_reserved),
         Step('delete the reserved VM', _delete_future),
         Step('delete the first VM', _delete),
+        Step('register a compute host for host leases', _register_host),
+        Step('lease that whole host from now for an hour', _lease_host),
+        Step('wait for the engine to start the host lease',
+             _host_lease_started),
+        Step('boot a VM onto the leased host', _boot_on_host),
+        Step('end the host lease early', _end_host_lease),
     ]
 
 
-def run(env, out=None, steps=None, timeout=60.0):
-    """Run the demo; return True if every step passed."""
+def run(env, out=None, steps=None, timeout=60.0, admin_env=None):
+    """Run the demo; return True if every step passed.
+
+    ``env`` is the demo user's openrc, ``admin_env`` the admin's (for the
+    host registration step).
+    """
     timeline = Timeline(out)
-    demo = Demo(env, timeline, timeout=timeout)
+    demo = Demo(env, timeline, timeout=timeout, admin_env=admin_env)
     steps = default_steps() if steps is None else steps
     timeline.say('demo: %d steps', len(steps))
     for number, step in enumerate(steps, 1):
@@ -249,12 +391,18 @@ def run(env, out=None, steps=None, timeout=60.0):
         except Exception as e:
             timeline.say('step %d FAILED: %s: %s', number,
                          type(e).__name__, e)
-            for server_id in (demo.server_id, demo.future_id):
+            for server_id in (demo.server_id, demo.future_id,
+                              demo.on_host_id):
                 if server_id and demo.compute:
                     try:
                         demo.compute.delete(server_id)
                     except Exception:  # best effort clean-up
                         pass
+            if demo.host_lease_id:
+                try:
+                    Reservation(env).delete_lease(demo.host_lease_id)
+                except Exception:  # best effort clean-up
+                    pass
             return False
     timeline.say('demo: done')
     return True

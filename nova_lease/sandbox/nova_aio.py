@@ -23,8 +23,9 @@ everything up, ``cleanUp()`` takes it down in reverse order. What runs:
   ``[filter_scheduler]``) and one nova-compute per host with the fake virt
   driver, talking over oslo.messaging's in-process ``fake://`` transport
   (real asynchronous casts and calls);
-* SQLite databases (API, cell0, cell1) in files under the state directory,
-  with the cells mapped like ``nova-manage cell_v2 simple_cell_setup``;
+* SQLite databases (API, cell0, cell1, and nova_lease's side database) in
+  files under ``<state>/nova``, rebuilt at every start, with the cells
+  mapped like ``nova-manage cell_v2 simple_cell_setup``;
 * Nova's own stand-ins for the services a sandbox has not got
   (nova.tests.fixtures: Placement in process, Glance, Neutron, Cinder).
 
@@ -111,7 +112,7 @@ def _default_filters():
     raise RuntimeError('nova has no [filter_scheduler] enabled_filters')
 
 
-def write_nova_conf(path, nova_dir, state_dir, keystone_url, passwords,
+def write_nova_conf(path, nova_dir, keystone_url, passwords,
                     with_plugin=True, debug=False):
     """Write the sandbox's nova.conf (also read by nova_lease tools)."""
     def sqlite(name):
@@ -165,8 +166,10 @@ def write_nova_conf(path, nova_dir, state_dir, keystone_url, passwords,
         'oslo_messaging_notifications': {'driver': 'messagingv2'},
         'oslo_concurrency': {'lock_path': os.path.join(nova_dir, 'locks')},
         'nova_lease': {
-            'connection': 'sqlite:///%s' % os.path.join(
-                state_dir, 'nova_lease.sqlite'),
+            # Next to Nova's databases and rebuilt with them at every
+            # start: leases and registered hosts refer to Nova's servers,
+            # compute nodes and aggregates, which a restart forgets.
+            'connection': sqlite('nova_lease.sqlite'),
         },
         'nova_lease_auth': dict(auth),
     }
@@ -295,16 +298,23 @@ class NovaAllInOne(fixtures.Fixture):
 
     def configure(self):
         """Write nova.conf and api-paste.ini and parse them into CONF."""
-        # Nova's databases are rebuilt at every start: the fake computes
-        # forget their instances when the process ends anyway.
+        # Nova's databases and the lease database are rebuilt at every
+        # start: the fake computes forget their instances when the process
+        # ends anyway.
         if os.path.isdir(self.nova_dir):
             shutil.rmtree(self.nova_dir)
+        for suffix in ('', '-wal', '-shm'):    # where earlier versions kept it
+            try:
+                os.unlink(os.path.join(self.state_dir,
+                                       'nova_lease.sqlite' + suffix))
+            except FileNotFoundError:
+                pass
         os.makedirs(os.path.join(self.nova_dir, 'locks'))
         write_paste_ini(os.path.join(self.nova_dir, 'api-paste.ini'),
                         self.with_plugin)
-        write_nova_conf(self.conf_path, self.nova_dir, self.state_dir,
-                        self.keystone_url, self.passwords,
-                        with_plugin=self.with_plugin, debug=self.debug)
+        write_nova_conf(self.conf_path, self.nova_dir, self.keystone_url,
+                        self.passwords, with_plugin=self.with_plugin,
+                        debug=self.debug)
         from nova import config as nova_config
         from nova_lease import conf as lease_conf
         lease_conf.register_opts(CONF)

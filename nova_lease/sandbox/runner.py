@@ -204,7 +204,9 @@ class Sandbox(object):
             if self.demo:
                 from nova_lease.sandbox import demo
                 env = openrc.read_openrc(self.openrc_path('demo'))
-                code = 0 if demo.run(env, out=self.out) else 1
+                admin_env = openrc.read_openrc(self.openrc_path('admin'))
+                code = 0 if demo.run(env, out=self.out,
+                                     admin_env=admin_env) else 1
                 if not self.keep_running:
                     return code
             while True:

@@ -14,8 +14,11 @@
 The sandbox runs as a subprocess (the console script from the venv); the
 ``nova`` and ``openstack`` executables next to this interpreter talk to it
 with the credentials of DIR/demo-openrc, exactly as a user would.
+:class:`Sandbox` and :class:`ClientMixin` are shared with the other sandbox
+tests (test_sandbox_reservation).
 """
 
+import atexit
 import os
 import queue
 import shutil
@@ -36,13 +39,30 @@ READY_TIMEOUT = 150
 STOP_TIMEOUT = 30
 
 
-def _free_port():
+_STATE_DIR = []
+
+
+def state_dir():
+    """One sandbox state directory for every sandbox test of this process.
+
+    Starts after the first reuse its bootstrapped Keystone (as a user
+    restarting the sandbox would), which saves its set-up; Nova and the
+    lease database start empty at every start anyway. Removed at exit.
+    """
+    if not _STATE_DIR:
+        path = tempfile.mkdtemp(prefix='nova-lease-sandbox-')
+        atexit.register(shutil.rmtree, path, ignore_errors=True)
+        _STATE_DIR.append(path)
+    return _STATE_DIR[0]
+
+
+def free_port():
     with socket.socket() as sock:
         sock.bind(('127.0.0.1', 0))
         return sock.getsockname()[1]
 
 
-def _alive(pid):
+def alive(pid):
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -55,11 +75,15 @@ def _alive(pid):
         return False
 
 
-class _Sandbox(object):
-    """A nova-lease-sandbox subprocess."""
+class Sandbox(object):
+    """A nova-lease-sandbox subprocess.
 
-    def __init__(self, test, state_dir, *extra):
-        self.test = test
+    With ``test``, it is killed in that test's clean-up; without (one
+    sandbox for a whole test class), call :meth:`kill` in tearDownClass.
+    Failures raise AssertionError with the terminal output and log tails.
+    """
+
+    def __init__(self, state_dir, *extra, test=None):
         self.state_dir = state_dir
         self.err_path = os.path.join(state_dir, 'terminal.err')
         os.makedirs(state_dir, exist_ok=True)
@@ -69,14 +93,15 @@ class _Sandbox(object):
         self.proc = subprocess.Popen(
             [os.path.join(BIN, 'nova-lease-sandbox'),
              '--state-dir', state_dir,
-             '--keystone-port', str(_free_port()),
-             '--nova-port', str(_free_port())] + list(extra),
+             '--keystone-port', str(free_port()),
+             '--nova-port', str(free_port())] + list(extra),
             stdout=subprocess.PIPE, stderr=self._err,
             stdin=subprocess.DEVNULL, env=env, text=True)
         self.lines = []
         self._queue = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
-        test.addCleanup(self.kill)
+        if test is not None:
+            test.addCleanup(self.kill)
 
     def _read(self):
         for line in self.proc.stdout:
@@ -96,6 +121,9 @@ class _Sandbox(object):
             text += '\n--- last lines of %s:\n%s' % (name, ''.join(tail))
         return text
 
+    def _fail(self, text):
+        raise AssertionError(text)
+
     def wait_for_line(self, predicate, timeout):
         deadline = time.monotonic() + timeout
         while True:
@@ -105,22 +133,26 @@ class _Sandbox(object):
             except queue.Empty:
                 line = ''
             if line is None:
-                self.test.fail('sandbox ended before the expected line\n%s'
-                               % self.terminal())
+                self._fail('sandbox ended before the expected line\n%s'
+                           % self.terminal())
             if line:
                 self.lines.append(line)
                 if predicate(line):
                     return line
             if time.monotonic() > deadline:
-                self.test.fail('no expected line within %d s\n%s'
-                               % (timeout, self.terminal()))
+                self._fail('no expected line within %d s\n%s'
+                           % (timeout, self.terminal()))
 
     def wait_ready(self):
         line = self.wait_for_line(lambda line: line.startswith('ready: '),
                                   READY_TIMEOUT)
-        path = os.path.join(self.state_dir, 'demo-openrc')
-        self.test.assertEqual('ready: source %s' % path, line)
+        path = self.openrc_path('demo')
+        if line != 'ready: source %s' % path:
+            self._fail('unexpected ready line %r' % line)
         return openrc.read_openrc(path)
+
+    def openrc_path(self, user):
+        return os.path.join(self.state_dir, '%s-openrc' % user)
 
     def keystone_pid(self):
         with open(os.path.join(self.state_dir, 'keystone.pid')) as f:
@@ -130,10 +162,12 @@ class _Sandbox(object):
         try:
             return self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
-            self.test.fail('sandbox did not exit within %d s\n%s'
-                           % (timeout, self.terminal()))
+            self._fail('sandbox did not exit within %d s\n%s'
+                       % (timeout, self.terminal()))
 
     def kill(self):
+        if self._err.closed:
+            return
         pid_file = os.path.join(self.state_dir, 'keystone.pid')
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
@@ -144,32 +178,25 @@ class _Sandbox(object):
                 self.proc.wait()
         if os.path.exists(pid_file):
             pid = self.keystone_pid()
-            if _alive(pid):
+            if alive(pid):
                 os.kill(pid, signal.SIGKILL)
         self._err.close()
 
 
-class SandboxTest(testtools.TestCase):
+def run_client(env, *argv, timeout=60):
+    """Run a client from the venv with only the openrc's OS_* variables."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith('OS_')}
+    clean.update(env)
+    return subprocess.run([os.path.join(BIN, argv[0])] + list(argv[1:]),
+                          env=clean, capture_output=True, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL)
 
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        # Shared by the tests of this class: the second start reuses the
-        # bootstrapped Keystone, as a user restarting the sandbox would.
-        cls.state_dir = tempfile.mkdtemp(prefix='nova-lease-sandbox-')
 
-    @classmethod
-    def tearDownClass(cls):
-        shutil.rmtree(cls.state_dir, ignore_errors=True)
-        super().tearDownClass()
+class ClientMixin(object):
+    """Assertions around the unmodified clients, for a TestCase."""
 
     def _client(self, env, *argv, **kwargs):
-        clean = {k: v for k, v in os.environ.items()
-                 if not k.startswith('OS_')}
-        clean.update(env)
-        proc = subprocess.run([os.path.join(BIN, argv[0])] + list(argv[1:]),
-                              env=clean, capture_output=True, text=True,
-                              timeout=kwargs.get('timeout', 60))
+        proc = run_client(env, *argv, **kwargs)
         self.assertEqual(0, proc.returncode,
                          '%s failed:\n%s\n%s' % (' '.join(argv), proc.stdout,
                                                  proc.stderr))
@@ -180,8 +207,16 @@ class SandboxTest(testtools.TestCase):
         return [[c.strip() for c in line.strip().strip('|').split('|')]
                 for line in table.splitlines() if line.startswith('|')][1:]
 
+
+class SandboxTest(ClientMixin, testtools.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.state_dir = state_dir()
+
     def test_unmodified_clients(self):
-        sandbox = _Sandbox(self, self.state_dir)
+        sandbox = Sandbox(self.state_dir, test=self)
         env = sandbox.wait_ready()
         for key in ('OS_AUTH_URL', 'OS_USERNAME', 'OS_PASSWORD',
                     'OS_PROJECT_NAME', 'OS_USER_DOMAIN_NAME',
@@ -191,9 +226,14 @@ class SandboxTest(testtools.TestCase):
         self.assertEqual('3', env['OS_IDENTITY_API_VERSION'])
         self.assertEqual('demo', env['OS_USERNAME'])
         keystone_pid = sandbox.keystone_pid()
-        self.assertTrue(_alive(keystone_pid))
+        self.assertTrue(alive(keystone_pid))
 
         self.assertEqual([], self._rows(self._client(env, 'nova', 'list')))
+        # The lease database starts empty with Nova's: test_demo (which
+        # runs first, in name order, on the same state directory) left its
+        # leases behind, and they referred to servers this Nova never had.
+        self.assertEqual('', self._client(
+            env, 'openstack', 'reservation', 'lease', 'list', '-f', 'value'))
         self._client(env, 'nova', 'boot', '--flavor',
                      env['NOVA_LEASE_FLAVOR'], '--image',
                      env['NOVA_LEASE_IMAGE'], '--nic', 'none', '--poll',
@@ -212,17 +252,21 @@ class SandboxTest(testtools.TestCase):
         sandbox.proc.send_signal(signal.SIGTERM)
         self.assertEqual(0, sandbox.wait_exit(STOP_TIMEOUT),
                          sandbox.terminal())
-        self.assertFalse(_alive(keystone_pid), 'keystone child still runs')
+        self.assertFalse(alive(keystone_pid), 'keystone child still runs')
         self.assertFalse(os.path.exists(
             os.path.join(self.state_dir, 'keystone.pid')))
 
     def test_demo(self):
-        sandbox = _Sandbox(self, self.state_dir, '--demo')
+        sandbox = Sandbox(self.state_dir, '--demo', test=self)
         sandbox.wait_ready()
         sandbox.wait_for_line(lambda line: line.endswith('demo: done'), 90)
         self.assertEqual(0, sandbox.wait_exit(STOP_TIMEOUT),
                          sandbox.terminal())
         timeline = '\n'.join(sandbox.lines)
         for text in ('step 1/', 'nova boot --flavor', ' is ACTIVE',
-                     ' deleted'):
+                     ' deleted', 'host host3 registered',
+                     'openstack reservation lease create --reservation '
+                     'resource_type=physical:host,',
+                     ' is ACTIVE on host3 (seen by the admin)',
+                     'TERMINATED: server ', 'host3 back in the free pool'):
             self.assertIn(text, timeline)
