@@ -16,7 +16,11 @@ Builds 1,000 hosts and N items (default N = 10,000, 100,000, 1,000,000)
 with a fixed random seed, then times:
 
 * build_ms: building the snapshot (Calendar(capacities, items));
-* rebuild_ms: Calendar.with_changes() adding one item (a full rebuild);
+* change_ms: Calendar.with_changes() adding one item and removing
+  another, each change from the previous calendar (the two hosts' runs
+  rebuilt and written into the arrays' free space, which is copied when
+  full; median of at least 50);
+* rebuild_ms: the same change through a full build;
 * fit_ms: one hosts_that_fit() over all hosts, leased request [now, +7d);
 * fit_forever_ms: the same for an unleased request [now, forever);
 * fit_loop_ms: fits() called once per host for the leased request;
@@ -37,6 +41,7 @@ import datetime
 import gc
 import json
 import random
+import statistics
 import sys
 import time
 
@@ -103,6 +108,15 @@ def best_ms(func, repeat):
     return round(best * 1000, 3), result
 
 
+def median_ms(func, repeat):
+    samples = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        func()
+        samples.append(time.perf_counter() - t0)
+    return round(statistics.median(samples) * 1000, 3)
+
+
 def run(n_hosts, n_items, repeat, seed):
     rng = random.Random(seed)
     caps = make_hosts(n_hosts, rng)
@@ -111,7 +125,20 @@ def run(n_hosts, n_items, repeat, seed):
     build_ms, cal = best_ms(lambda: calendar.Calendar(caps, items),
                             max(1, min(repeat, 3)))
     extra = calendar.Item(next(iter(caps)), NOW, NOW + DAY, 1, 512, 1)
-    rebuild_ms, _ = best_ms(lambda: cal.with_changes(add=[extra]), 1)
+    cal.with_changes()  # the per-host index, built once
+    # Each change from the previous calendar, as the scheduler's snapshot
+    # does (the new runs go into the free space of the shared arrays; the
+    # arrays are copied when it is full).
+    state = [cal, 0]
+
+    def change():
+        state[1] += 1
+        state[0] = state[0].with_changes(
+            add=[extra._replace(ref=state[1])], remove=[items[state[1]]])
+    change_ms = median_ms(change, max(repeat, 50))
+    rebuild_ms, _ = best_ms(
+        lambda: calendar.Calendar(caps, items[:1] + items[2:] + [extra]),
+        1)
 
     demand = calendar.Demand(4, 8192, 80)
     end = NOW + 7 * DAY
@@ -132,11 +159,12 @@ def run(n_hosts, n_items, repeat, seed):
                                    NOW + 37 * DAY), repeat)
     return {
         'reservations': n_items,
-        'boundaries': int(cal._times.size),
+        'boundaries': int(cal._used),
         'snapshot_mb': round(sum(
             v.nbytes for v in vars(cal).values()
             if hasattr(v, 'nbytes')) / 2 ** 20, 1),
         'build_ms': round(build_ms, 1),
+        'change_ms': change_ms,
         'rebuild_ms': round(rebuild_ms, 1),
         'fit_ms': fit_ms,
         'fit_forever_ms': fit_forever_ms,
@@ -161,6 +189,7 @@ def main(argv=None):
     for size in (int(s) for s in args.sizes.split(',')):
         res = run(args.hosts, size, args.repeat, args.seed)
         print('%(reservations)9d items: build %(build_ms)8.1f ms, '
+              'change %(change_ms)6.2f ms, '
               'hosts_that_fit %(fit_ms)6.3f ms (forever %(fit_forever_ms)'
               '6.3f ms), fits() loop %(fit_loop_ms)7.2f ms, slack '
               '%(slack_ms)6.3f ms' % res, file=sys.stderr)

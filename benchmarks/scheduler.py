@@ -24,19 +24,28 @@ through the ``lease_params`` hint):
   ``weight_classes`` (all weighers) over the 1,000 hosts, through Nova's
   own filter and weight handlers;
 * ``lease_ms``: LeaseFilter + LeaseWeigher over the same hosts, snapshot
-  load included, on the cached path (the request's probe query finds the
-  snapshot current: what every request pays between two admissions);
-* ``lease_after_admission_ms``: the same for the first request after a
-  lease was admitted (its allocation is merged into the snapshot and the
-  calendar rebuilt): paid once per admission, by one request;
-* ``lease_reload_ms``: the same when the snapshot is read again in full
-  (``scheduler_snapshot_ttl`` expired): paid once per TTL;
-* ``snapshot_load_ms``: the reload alone (read + calendar build);
-* ``unleased_lease_ms``: ``lease_ms`` for a request without a lease.
+  load included, for a request that must first bring the snapshot up to
+  date after a change: each timed request follows one change made
+  through nova_lease.db.api's writers (which write the change journal),
+  in turn a lease admitted (``lease_create`` with its allocation) and a
+  lease's end moved (``lease_update`` + ``allocation_update``). The
+  median of both kinds; ``ratio = lease_ms / nova_default_ms``;
+* ``lease_after_admission_ms``, ``lease_after_end_move_ms``: the same
+  per kind of change; ``lease_after_change_p90_ms``: the 90th
+  percentile of both; ``refresh_ms``: the snapshot refresh alone (probe,
+  journal, re-read reservations, patched snapshot and calendar);
+* ``lease_steady_ms``: the cached path (the probe finds the snapshot
+  current: what every request pays between two changes);
+* ``unleased_lease_ms``: the same for a request without a lease;
+* ``cold_load_ms``: the first request after the scheduler starts (the
+  snapshot read in full: SQL read plus calendar build); paid once, and
+  again every ``scheduler_snapshot_ttl`` (the safety net);
+* ``snapshot_load_ms``: that full read alone.
 
-Times are medians of --repeat runs. Each ``--sizes`` entry prints one line;
-the last line is the JSON object for 100,000 reservations (or the last
-size) with ``ratio = lease_ms / nova_default_ms`` and the other sizes'
+Times are medians of --repeat runs (the Nova and the after-change
+samples interleaved, so that both see the same machine load). Each
+``--sizes`` entry prints one line; the last line is the JSON object for
+100,000 reservations (or the last size), with the other sizes'
 ``lease_ms`` under ``lease_ms_by_reservations``.
 
     python benchmarks/scheduler.py [--sizes 10000,100000,1000000]
@@ -229,16 +238,6 @@ def _time(fn, repeat):
     return statistics.median(samples)
 
 
-def _interleaved(fns, repeat):
-    samples = [[] for _fn in fns]
-    for _n in range(repeat):
-        for fn, out in zip(fns, samples):
-            t0 = time.perf_counter()
-            fn()
-            out.append((time.perf_counter() - t0) * 1000)
-    return [statistics.median(out) for out in samples]
-
-
 def run(n, repeat, rng_seed=SEED):
     rng = random.Random(rng_seed)
     tmp = tempfile.mkdtemp(prefix='nova_lease_bench_')
@@ -275,52 +274,81 @@ def run(n, repeat, rng_seed=SEED):
         snapshot.CACHE.invalidate()
         return lease(spec)()
 
-    engine = sa.create_engine(url)
+    db = db_api.get_database(CONF)
+    admitted = []
 
     def admit_one():
-        # A lease admitted by nova-api (the write is not timed).
-        lease_id, res_id = (uuidutils.generate_uuid(),
-                            uuidutils.generate_uuid())
-        start = NOW + datetime.timedelta(days=3)
-        with engine.begin() as conn:
-            conn.execute(sa.insert(db_api.LEASES), [{
-                'id': lease_id, 'name': 'new', 'project_id': 'p1',
-                'start_date': start, 'end_date': start + 2 * HOUR_,
-                'status': 'PENDING', 'created_at': NOW}])
-            conn.execute(sa.insert(db_api.RESERVATIONS), [{
-                'id': res_id, 'lease_id': lease_id,
+        # A lease admitted by nova-api: one transaction of the real
+        # writer, which also writes the change journal (not timed).
+        start = NOW + datetime.timedelta(
+            minutes=rng.randrange(3 * 24 * 60))
+        host = 'host%04d' % rng.randrange(HOSTS)
+        lease = db_api.lease_create(db, {
+            'name': 'new', 'project_id': 'p1', 'start_date': start,
+            'end_date': start + 2 * HOUR_, 'status': 'PENDING'},
+            reservations=[{
                 'resource_type': 'virtual:instance', 'status': 'pending',
-                'properties': '{}', 'created_at': NOW}])
-            conn.execute(sa.insert(db_api.ALLOCATIONS), [{
-                'reservation_id': res_id, 'host': 'host0001',
-                'start_date': start, 'end_date': start + 2 * HOUR_,
-                'vcpus': 2, 'memory_mb': 4096, 'disk_gb': 20,
-                'whole_host': False}])
+                'properties': {'vcpus': 2, 'memory_mb': 4096,
+                               'disk_gb': 20},
+                'allocations': [{
+                    'host': host, 'start_date': start,
+                    'end_date': start + 2 * HOUR_, 'vcpus': 2,
+                    'memory_mb': 4096, 'disk_gb': 20}]}])
+        admitted.append(lease)
 
-    def update_samples(count):
-        out = []
-        for _n in range(count):
-            admit_one()
+    def move_end():
+        # The end of an admitted lease moved (lease and allocation).
+        lease = admitted[rng.randrange(len(admitted))]
+        end = lease['end_date'] + HOUR_
+        lease['end_date'] = end
+        db_api.lease_update(db, lease['id'], {'end_date': end})
+        rid = lease['reservations'][0]['id']
+        for alloc in db_api.allocation_list(db, reservation_id=rid):
+            db_api.allocation_update(db, alloc['id'], {'end_date': end})
+
+    def timed(fn, out):
+        t0 = time.perf_counter()
+        result = fn()
+        out.append((time.perf_counter() - t0) * 1000)
+        return result
+
+    def after_change(count):
+        """Samples, interleaved so that all see the same machine load."""
+        nova, steady, unleased = [], [], []
+        admit, move, refresh = [], [], []
+        for k in range(count):
+            timed(nova_default, nova)
+            timed(lease(spec), steady)
+            timed(lease(plain), unleased)
+            change, out = ((admit_one, admit) if k % 2 == 0 or
+                           not admitted else (move_end, move))
+            change()
             t0 = time.perf_counter()
             lease(spec)()
             out.append((time.perf_counter() - t0) * 1000)
-        return statistics.median(out)
-
-    db = db_api.get_database(CONF)
+            # The refresh alone, after another change of the same kind.
+            change()
+            t0 = time.perf_counter()
+            snapshot.CACHE.get(db, NOW, 3600)
+            refresh.append((time.perf_counter() - t0) * 1000)
+        return nova, steady, unleased, admit, move, refresh
 
     def load_only():
         snapshot.load(db, NOW)
 
-    lease(spec)()  # warm the cache
+    snapshot.CACHE.invalidate()
+    cold_ms = _time(reload_and_lease, 1)
     chosen = lease(spec)()
     passed = len(chosen)
-    # Interleaved, so that both see the same machine load.
-    nova_ms, lease_ms, unleased_ms = _interleaved(
-        (nova_default, lease(spec), lease(plain)), repeat)
-    update_ms = update_samples(max(3, repeat // 4))
-    reload_ms = _time(reload_and_lease, max(3, repeat // 5))
-    load_ms = _time(load_only, max(3, repeat // 5))
-    engine.dispose()
+    nova, steady, unleased, admit, move, refresh = after_change(repeat)
+    nova_ms = statistics.median(nova)
+    steady_ms = statistics.median(steady)
+    unleased_ms = statistics.median(unleased)
+    lease_ms = statistics.median(admit + move)
+    # Full reads are slow at 1,000,000: fewer samples.
+    full_reads = 1 if n >= 1000000 else max(2, repeat // 10)
+    reload_ms = _time(reload_and_lease, full_reads)
+    load_ms = _time(load_only, full_reads)
     db_api.reset_databases()
     snapshot.CACHE.invalidate()
     shutil.rmtree(tmp, ignore_errors=True)
@@ -329,9 +357,14 @@ def run(n, repeat, rng_seed=SEED):
         'nova_default_ms': round(nova_ms, 3),
         'lease_ms': round(lease_ms, 3),
         'ratio': round(lease_ms / nova_ms, 3),
+        'lease_after_admission_ms': round(statistics.median(admit), 3),
+        'lease_after_end_move_ms': round(statistics.median(move), 3),
+        'lease_after_change_p90_ms': round(
+            statistics.quantiles(admit + move, n=10)[-1], 3),
+        'refresh_ms': round(statistics.median(refresh), 3),
+        'lease_steady_ms': round(steady_ms, 3),
         'unleased_lease_ms': round(unleased_ms, 3),
-        'lease_after_admission_ms': round(update_ms, 3),
-        'lease_reload_ms': round(reload_ms, 3),
+        'cold_load_ms': round(min(cold_ms, reload_ms), 3),
         'snapshot_load_ms': round(load_ms, 3),
         'hosts_passing_lease': passed,
         'db_fill_s': round(fill_s, 1),
@@ -354,11 +387,12 @@ def main(argv=None):
         result = run(n, args.repeat)
         results.append(result)
         print('%(reservations)d reservations: nova %(nova_default_ms).2f ms,'
-              ' lease %(lease_ms).2f ms (after an admission '
-              '%(lease_after_admission_ms).1f ms, full reload '
-              '%(lease_reload_ms).1f ms, snapshot load '
-              '%(snapshot_load_ms).1f ms), unleased '
-              '%(unleased_lease_ms).2f ms' % result)
+              ' lease after a change %(lease_ms).2f ms (admission '
+              '%(lease_after_admission_ms).1f ms, end moved '
+              '%(lease_after_end_move_ms).1f ms, refresh alone '
+              '%(refresh_ms).1f ms), steady %(lease_steady_ms).2f ms, '
+              'unleased %(unleased_lease_ms).2f ms, cold load '
+              '%(cold_load_ms).1f ms' % result)
         sys.stdout.flush()
     main_result = next((r for r in results if r['reservations'] == 100000),
                        results[-1])

@@ -41,18 +41,30 @@ Data structure (chosen by measurement, see benchmarks/calendar_core.py)
 -----------------------------------------------------------------------
 Per host, the demand is a step function: sorted boundary times and, per
 resource, the usage on each segment ``[t[k], t[k+1])``. All hosts live in
-one set of numpy arrays (each host's run starts with a ``-inf`` sentinel
-and is padded to a multiple of ``_BLOCK`` positions), so that the batch
-queries (:meth:`Calendar.hosts_that_fit`, :meth:`Calendar.slack_seconds`,
-:meth:`Calendar.next_demand_starts`) answer every host with a constant
-number of vectorised operations:
+one set of numpy arrays, host after host (each host's run starts with a
+``-inf`` sentinel and is padded to a multiple of ``_BLOCK`` positions), so
+that the batch queries (:meth:`Calendar.hosts_that_fit`,
+:meth:`Calendar.slack_seconds`, :meth:`Calendar.next_demand_starts`)
+answer every host with a constant number of vectorised operations:
 
-* the segment containing a time is found with one ``searchsorted`` over
-  ``host * R + rank(time)`` keys (times are rank-compressed);
-* a range maximum is taken in O(1) from in-block prefix/suffix maxima plus a
+* the segment containing a time is found by a binary search in every
+  host's run at once (log2 of the longest run steps);
+* a range maximum is taken from the two partial blocks at its ends plus a
   sparse table over block maxima (memory O(n), not O(n log n));
 * the first segment where a demand stops fitting is found by binary lifting
-  over the same sparse table.
+  over the same sparse table;
+* the next item start is one look-up: every position records how far the
+  next boundary where an item starts is.
+
+Nothing in a host's run depends on another host (times are not
+rank-compressed across hosts; sparse-table windows that run past a
+host's end are never used), and a host's run may lie anywhere in the
+arrays (``_off[k]``, ``_end[k]``). So :meth:`Calendar.with_changes`
+rebuilds only the hosts whose items change and writes their runs into
+free space at the end of the arrays, which the new calendar shares with
+the old one (the old one never reads there); the live runs are copied
+into new arrays only when that space is full, or when another calendar
+was already derived from the same one.
 
 The single-host methods use plain slices of the same arrays.
 
@@ -67,6 +79,7 @@ import datetime
 import itertools
 import math
 import operator
+import threading
 
 import numpy as np
 
@@ -79,6 +92,14 @@ _NEG_INF = int(np.iinfo(np.int64).min) + 1
 # An item ending at datetime.max ends never.
 _FOREVER = datetime.datetime.max
 _FOREVER_US = (_FOREVER - _EPOCH) // _ONE_US
+# A position past every array (see _layout's nextrel).
+_NO_START = 1 << 40
+# with_changes() builds the whole calendar again when the changed hosts
+# hold more than this share of the items (a splice would cost more).
+_REBUILD_SHARE = 0.25
+# A store holds 1/_SLACK more positions than its first calendar uses, for
+# the runs rebuilt by with_changes().
+_SLACK = 4
 
 # Encoding of the vcpu track (see the module docstring).
 _COUNT_BITS = 24
@@ -228,6 +249,226 @@ def _decode(vtrack, mem, disk):
                  vtrack >= _W)
 
 
+def _columns(items, index):
+    """(host indices, (vcpus, mem, disk, start, end, whole)) of items."""
+    n = len(items)
+    if not n:
+        empty = np.zeros(0, np.int64)
+        return empty, (empty, empty, empty, empty, empty,
+                       np.zeros(0, bool))
+
+    # Column by column (zip(*items) is much slower on big inputs).
+    def column(field, dtype=np.int64):
+        return np.fromiter(map(operator.itemgetter(field), items), dtype, n)
+
+    hidx = np.fromiter(
+        map(index.__getitem__, map(operator.itemgetter(0), items)),
+        np.int64, n)
+    start = _column_us(list(map(operator.itemgetter(1), items)))
+    end = _column_us([_FOREVER if it[2] is None else it[2] for it in items])
+    end[end >= _FOREVER_US] = _INF
+    vcpus, mem, disk = column(3), column(4), column(5)
+    whole = column(6, bool)
+    if (end < start).any():
+        raise ValueError('an item ends before it starts')
+    if (vcpus < 0).any() or (mem < 0).any() or (disk < 0).any():
+        raise ValueError('an item has a negative amount')
+    keep = end > start
+    if not keep.all():
+        hidx, start, end = hidx[keep], start[keep], end[keep]
+        vcpus, mem, disk = vcpus[keep], mem[keep], disk[keep]
+        whole = whole[keep]
+    vcpus = np.where(whole, 0, vcpus)
+    mem = np.where(whole, 0, mem)
+    disk = np.where(whole, 0, disk)
+    return hidx, (vcpus, mem, disk, start, end, whole)
+
+
+def _check_limits(hidx, vcpus, whole, nh):
+    if not len(hidx):
+        return
+    count = np.bincount(hidx, minlength=nh)
+    vsum = np.bincount(hidx, weights=vcpus, minlength=nh)
+    wsum = np.bincount(hidx, weights=whole, minlength=nh)
+    if (count.max() >= _K or vsum.max() >= (1 << _VCPU_BITS) or
+            wsum.max() > _MAX_WHOLE):
+        raise ValueError('too many items on one host for the calendar')
+
+
+def _runs(nh, hidx, vcpus, mem, disk, start, end, whole):
+    """Per host, the demand's step function.
+
+    Returns (host, time, values[3], starts) of the boundaries, sorted by
+    host then time: the summed tracks from that time on, and whether an
+    item starts then.
+    """
+    n = len(hidx)
+    # Events: +demand at start, -demand at a finite end, sorted by time
+    # then (stable) by host.
+    finite = np.flatnonzero(end < _INF)
+    ev_item = np.concatenate((np.arange(n), finite))
+    ev_sign = np.concatenate((np.ones(n, np.int64),
+                              np.full(len(finite), -1, np.int64)))
+    ev_t = np.concatenate((start, end[finite]))
+    by_time = np.argsort(ev_t)
+    hdtype = np.int16 if nh < (1 << 15) else np.int64
+    ev_h = hidx[ev_item[by_time]].astype(hdtype)
+    by_host = np.argsort(ev_h, kind='stable')
+    order = by_time[by_host]
+    ev_h = ev_h[by_host].astype(np.int64)
+    ev_t = ev_t[order]
+    ev_item, ev_sign = ev_item[order], ev_sign[order]
+    track_v = np.where(whole, _W + 1, vcpus * _K + 1)
+    cum = np.stack((track_v, mem, disk))[:, ev_item] * ev_sign
+
+    # Running sums per host (a global cumsum minus the host's base).
+    np.cumsum(cum, axis=1, out=cum)
+    counts = np.bincount(ev_h, minlength=nh)
+    first = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    base = np.zeros((3, nh), np.int64)
+    inner = (counts > 0) & (first > 0)
+    base[:, inner] = cum[:, first[inner] - 1]
+    cum -= base[:, ev_h]
+
+    # Coalesce events at the same (host, time): keep the last sum.
+    last = np.ones(len(ev_h), bool)
+    last[:-1] = (ev_h[1:] != ev_h[:-1]) | (ev_t[1:] != ev_t[:-1])
+    group = np.cumsum(last) - last
+    starts = np.zeros(int(last.sum()), bool)
+    starts[group[ev_sign > 0]] = True
+    return ev_h[last], ev_t[last], cum[:, last], starts
+
+
+def _layout(nh, ch, ctime, cv, cstart):
+    """Lay the boundaries out: per host [sentinel, boundaries...,
+    padding] rounded up to a multiple of _BLOCK positions.
+
+    Returns (off, real, times, vals, nextrel): host k's run is
+    ``off[k]:off[k] + real[k]`` (``off[k + 1]`` with padding);
+    ``nextrel[p]``: how many positions after p the next boundary where
+    an item starts is (it may lie beyond the host's run: check).
+    """
+    ccount = np.bincount(ch, minlength=nh)
+    real = ccount + 1
+    padded = (real + _BLOCK - 1) // _BLOCK * _BLOCK
+    off = np.concatenate(([0], np.cumsum(padded)))
+    total = int(off[-1])
+    cfirst = np.concatenate(([0], np.cumsum(ccount)[:-1]))
+    pos = off[ch] + 1 + (np.arange(len(ch)) - cfirst[ch])
+
+    times = np.full(total, _INF, np.int64)
+    times[off[:-1]] = _NEG_INF
+    times[pos] = ctime
+    isset = np.zeros(total, bool)
+    isset[off[:-1]] = True
+    isset[pos] = True
+    fill = np.maximum.accumulate(np.where(isset, np.arange(total), 0))
+    vals = np.zeros((3, total), np.int64)
+    vals[:, pos] = cv
+    vals = vals[:, fill]
+    where = np.arange(total)
+    nxt = np.full(total, _NO_START, np.int64)
+    nxt[pos[cstart]] = pos[cstart]
+    nxt = np.minimum.accumulate(nxt[::-1])[::-1]
+    return off, real, times, vals, nxt - where
+
+
+def _levels(max_blocks):
+    """Levels of the sparse table for runs of up to max_blocks blocks."""
+    return max(int(max_blocks), 1).bit_length()
+
+
+def _derive(vals, levels):
+    """The sparse table of block maxima (``levels`` levels; windows may
+    run past a host's run: the queries never use those).
+    """
+    total = vals.shape[1]
+    nb = total // _BLOCK
+    blocks = vals.reshape(3, nb, _BLOCK)
+    table = np.empty((3, levels, nb), np.int64)
+    table[:, 0] = blocks.max(axis=2)
+    step = 1
+    for lvl in range(1, levels):
+        prev = table[:, lvl - 1]
+        nxt = table[:, lvl]
+        nxt[:] = prev
+        np.maximum(prev[:, :-step], prev[:, step:], out=nxt[:, :-step])
+        step *= 2
+    return table
+
+
+class _Store(object):
+    """The arrays of one or more calendars, with free space at the end.
+
+    Positions below ``used`` are written once and never again; a
+    calendar derived from the one that wrote last may write its new runs
+    above (:meth:`claim`), where no other calendar reads. Calendars get
+    read-only views.
+    """
+
+    def __init__(self, size, levels):
+        capacity = size + max(size // _SLACK, 16 * _BLOCK)
+        capacity = (capacity + _BLOCK - 1) // _BLOCK * _BLOCK
+        self.levels = levels
+        self.times = np.empty(capacity, np.int64)
+        self.vals = np.empty((3, capacity), np.int64)
+        self.nextrel = np.empty(capacity, np.int64)
+        self.table = np.empty((3, levels, capacity // _BLOCK), np.int64)
+        self.used = 0
+        self._lock = threading.Lock()
+        views = []
+        for arr in (self.times, self.vals, self.nextrel, self.table):
+            view = arr.view()
+            view.setflags(write=False)
+            views.append(view)
+        self._views = tuple(views)
+
+    def views(self):
+        return self._views
+
+    def claim(self, used, size):
+        """(self, first position) of ``size`` free positions for the
+        calendar that used ``used`` positions, or (None, None) when
+        another calendar wrote past them or the space is short.
+        """
+        with self._lock:
+            if self.used != used or self.used + size > len(self.times):
+                return None, None
+            base = self.used
+            self.used += size
+            return self, base
+
+    def write(self, base, times, vals, nextrel, table):
+        """Write runs at ``base`` (claimed); the new used position."""
+        stop = base + len(times)
+        self.times[base:stop] = times
+        self.vals[:, base:stop] = vals
+        self.nextrel[base:stop] = nextrel
+        self.table[:, :, base // _BLOCK:stop // _BLOCK] = table
+        self.used = max(self.used, stop)
+        return stop
+
+    def copy_to(self, other, runs):
+        """Copy ``runs`` ([start, stop) block-aligned ranges) one after
+        the other to the start of ``other`` (adjacent runs in one copy).
+        """
+        merged = []
+        for start, stop in runs:
+            if merged and merged[-1][1] == start:
+                merged[-1][1] = stop
+            elif stop > start:
+                merged.append([start, stop])
+        at = 0
+        for start, stop in merged:
+            n = stop - start
+            other.times[at:at + n] = self.times[start:stop]
+            other.vals[:, at:at + n] = self.vals[:, start:stop]
+            other.nextrel[at:at + n] = self.nextrel[start:stop]
+            other.table[:, :, at // _BLOCK:(at + n) // _BLOCK] = \
+                self.table[:, :, start // _BLOCK:stop // _BLOCK]
+            at += n
+
+
 class Calendar(object):
     """Immutable snapshot of per-host demand over time.
 
@@ -245,10 +486,30 @@ class Calendar(object):
         self._capacities = {h: HostCapacity(*c)
                             for h, c in capacities.items()}
         self._items = tuple(items)
+        # {host: tuple of items}, built on the first with_changes().
+        self._by_host = None
         self._build()
+
+    @classmethod
+    def from_host_items(cls, capacities, host_items):
+        """A Calendar of ``host_items`` ({host: sequence of Items}, each
+        on its key's host): what the first :meth:`with_changes` would
+        otherwise group.
+        """
+        cal = cls(capacities, itertools.chain.from_iterable(
+            host_items.values()))
+        cal._by_host = {h: tuple(v) for h, v in host_items.items() if v}
+        return cal
 
     # ------------------------------------------------------------------
     # construction
+    #
+    # Every host's run is a _BLOCK-aligned range [_off[k], _end[k]) of
+    # the arrays, and nothing in a host's run depends on another host:
+    # with_changes() rebuilds the runs of the hosts whose items changed
+    # and writes them into the free space at the end of the arrays (a
+    # _Store shared with this calendar, which never reads there), or
+    # copies the live runs into a new _Store when that is not possible.
 
     def _build(self):
         items = self._items
@@ -258,128 +519,23 @@ class Calendar(object):
                 index[it.host] = len(index)
         self._index = index
         nh = len(index)
+        hidx, cols = _columns(items, index)
+        _check_limits(hidx, cols[0], cols[5], nh)
+        runs = _runs(nh, hidx, *cols)
+        off, real, times, vals, nextrel = _layout(nh, *runs)
+        max_blocks = int(((off[1:] - off[:-1]) // _BLOCK).max()) \
+            if nh else 1
+        table = _derive(vals, _levels(max_blocks))
+        store = _Store(len(times), table.shape[1])
+        used = store.write(0, times, vals, nextrel, table)
+        self._set(off[:-1], off[1:], real, store, used)
 
-        n = len(items)
-        if n:
-            # Column by column (zip(*items) is much slower on big inputs).
-            def column(field, dtype=np.int64):
-                return np.fromiter(map(operator.itemgetter(field), items),
-                                   dtype, n)
-
-            hidx = np.fromiter(
-                map(index.__getitem__, map(operator.itemgetter(0), items)),
-                np.int64, n)
-            start = _column_us(list(map(operator.itemgetter(1), items)))
-            end = _column_us([_FOREVER if it[2] is None else it[2]
-                              for it in items])
-            end[end >= _FOREVER_US] = _INF
-            vcpus, mem, disk = column(3), column(4), column(5)
-            whole = column(6, bool)
-            if (end < start).any():
-                raise ValueError('an item ends before it starts')
-            if (vcpus < 0).any() or (mem < 0).any() or (disk < 0).any():
-                raise ValueError('an item has a negative amount')
-            keep = end > start
-            if not keep.all():
-                hidx, start, end = hidx[keep], start[keep], end[keep]
-                vcpus, mem, disk = vcpus[keep], mem[keep], disk[keep]
-                whole = whole[keep]
-            vcpus = np.where(whole, 0, vcpus)
-            mem = np.where(whole, 0, mem)
-            disk = np.where(whole, 0, disk)
-            self._check_limits(hidx, vcpus, whole, nh)
-        else:
-            hidx = start = end = vcpus = mem = disk = np.zeros(0, np.int64)
-            whole = np.zeros(0, bool)
-        n = len(hidx)
-
-        # Events: +demand at start, -demand at a finite end. Sorted by
-        # time, which also rank-compresses the times, then (stable) by host.
-        finite = np.flatnonzero(end < _INF)
-        ev_item = np.concatenate((np.arange(n), finite))
-        ev_sign = np.concatenate((np.ones(n, np.int64),
-                                  np.full(len(finite), -1, np.int64)))
-        ev_t = np.concatenate((start, end[finite]))
-        by_time = np.argsort(ev_t)
-        ev_t = ev_t[by_time]
-        new_time = np.ones(len(ev_t), bool)
-        new_time[1:] = ev_t[1:] != ev_t[:-1]
-        # Rank 0 is the -inf sentinel, the last rank is +inf (padding).
-        ev_rank = np.cumsum(new_time)
-        uniq = np.concatenate(([_NEG_INF], ev_t[new_time], [_INF]))
-        rmul = len(uniq)
-        hdtype = np.int16 if nh < (1 << 15) else np.int64
-        ev_h = hidx[ev_item[by_time]].astype(hdtype)
-        by_host = np.argsort(ev_h, kind='stable')
-        order = by_time[by_host]
-        ev_h = ev_h[by_host].astype(np.int64)
-        ev_rank = ev_rank[by_host]
-        ev_item, ev_sign = ev_item[order], ev_sign[order]
-        track_v = np.where(whole, _W + 1, vcpus * _K + 1)
-        cum = np.stack((track_v, mem, disk))[:, ev_item] * ev_sign
-
-        # Running sums per host (a global cumsum minus the host's base).
-        np.cumsum(cum, axis=1, out=cum)
-        counts = np.bincount(ev_h, minlength=nh)
-        first = np.concatenate(([0], np.cumsum(counts)[:-1]))
-        base = np.zeros((3, nh), np.int64)
-        inner = (counts > 0) & (first > 0)
-        base[:, inner] = cum[:, first[inner] - 1]
-        cum -= base[:, ev_h]
-
-        # Coalesce events at the same (host, time): keep the last sum.
-        last = np.ones(len(ev_h), bool)
-        last[:-1] = (ev_h[1:] != ev_h[:-1]) | (ev_rank[1:] != ev_rank[:-1])
-        ch, crank, cv = ev_h[last], ev_rank[last], cum[:, last]
-
-        # Item starts, for next_demand_start: sorted (host, rank) keys.
-        skeys = ev_h[ev_sign > 0] * rmul + ev_rank[ev_sign > 0]
-        if len(skeys):
-            skeys = skeys[np.concatenate(([True], skeys[1:] != skeys[:-1]))]
-
-        # Layout: per host [sentinel, boundaries..., padding] rounded up to a
-        # multiple of _BLOCK positions.
-        ccount = np.bincount(ch, minlength=nh)
-        real = ccount + 1
-        padded = (real + _BLOCK - 1) // _BLOCK * _BLOCK
-        off = np.concatenate(([0], np.cumsum(padded)))
-        total = int(off[-1])
-        cfirst = np.concatenate(([0], np.cumsum(ccount)[:-1]))
-        pos = off[ch] + 1 + (np.arange(len(ch)) - cfirst[ch])
-
-        ranks = np.full(total, rmul - 1, np.int64)
-        ranks[off[:-1]] = 0
-        ranks[pos] = crank
-        times = uniq[ranks]
-        keys = np.repeat(np.arange(nh) * rmul, padded) + ranks
-        isset = np.zeros(total, bool)
-        isset[off[:-1]] = True
-        isset[pos] = True
-        fill = np.maximum.accumulate(np.where(isset, np.arange(total), 0))
-        vals = np.zeros((3, total), np.int64)
-        vals[:, pos] = cv
-        vals = vals[:, fill]
-
-        # In-block prefix and suffix maxima, block maxima, sparse table.
-        nb = total // _BLOCK
-        blocks = vals.reshape(3, nb, _BLOCK)
-        pmax = np.maximum.accumulate(blocks, axis=2).reshape(3, total)
-        smax = np.maximum.accumulate(blocks[:, :, ::-1], axis=2)[:, :, ::-1]
-        smax = smax.reshape(3, total)
-        levels = [blocks.max(axis=2)]
-        max_blocks = int((padded // _BLOCK).max()) if nh else 1
-        step = 1
-        while step * 2 <= max_blocks:
-            prev = levels[-1]
-            nxt = prev.copy()
-            np.maximum(prev[:, :-step], prev[:, step:], out=nxt[:, :-step])
-            levels.append(nxt)
-            step *= 2
-        table = np.stack(levels, axis=1)  # (resource, level, block)
+    def _set(self, off, end, real, store, used):
+        index = self._index
+        nh = len(index)
+        max_blocks = int(((end - off) // _BLOCK).max()) if nh else 1
         log2 = np.zeros(max_blocks + 2, np.int64)
-        for k in range(2, max_blocks + 2):
-            log2[k] = log2[k // 2] + 1
-
+        log2[2:] = np.floor(np.log2(np.arange(2, max_blocks + 2)))
         # Capacities aligned with host indices; unknown capacity -> -1.
         cap = np.full((3, nh), -1, np.int64)
         for h, c in self._capacities.items():
@@ -388,35 +544,23 @@ class Calendar(object):
         known[:len(self._capacities)] = True
 
         self._off = off
+        self._end = end
         self._real = real
-        self._times = times
-        self._vals = vals
-        self._uniq = uniq
-        self._rmul = rmul
-        self._keys = keys
-        self._pmax = pmax
-        self._smax = smax
-        self._table = table
+        self._store = store
+        # Positions [0, _used) of the store may belong to this calendar.
+        self._used = used
+        self._times, self._vals, self._nextrel, self._table = \
+            store.views()
         self._log2 = log2
-        self._skeys = skeys
+        # Binary search steps of _locate: the longest run.
+        self._top_step = 1 << (int(real.max()).bit_length() - 1) \
+            if nh else 0
         self._cap = cap
         self._known = known
         self._cap_idx = np.arange(len(self._capacities), dtype=np.int64)
         self._cap_hosts = list(self._capacities)
-        for arr in (off, real, times, vals, uniq, keys, pmax, smax, table,
-                    log2, skeys, cap, known, self._cap_idx):
+        for arr in (off, end, real, log2, cap, known, self._cap_idx):
             arr.setflags(write=False)
-
-    @staticmethod
-    def _check_limits(hidx, vcpus, whole, nh):
-        if not len(hidx):
-            return
-        count = np.bincount(hidx, minlength=nh)
-        vsum = np.bincount(hidx, weights=vcpus, minlength=nh)
-        wsum = np.bincount(hidx, weights=whole, minlength=nh)
-        if (count.max() >= _K or vsum.max() >= (1 << _VCPU_BITS) or
-                wsum.max() > _MAX_WHOLE):
-            raise ValueError('too many items on one host for the calendar')
 
     # ------------------------------------------------------------------
     # snapshot information and updates
@@ -428,11 +572,22 @@ class Calendar(object):
 
     @property
     def items(self):
+        if self._items is None:
+            self._items = tuple(itertools.chain.from_iterable(
+                self._by_host.get(h, ()) for h in self._index))
         return self._items
 
     def capacity(self, host):
         """:class:`HostCapacity` of ``host`` or None if unknown."""
         return self._capacities.get(host)
+
+    def _host_items(self):
+        if self._by_host is None:
+            by_host = collections.defaultdict(list)
+            for it in self._items:
+                by_host[it.host].append(it)
+            self._by_host = {h: tuple(v) for h, v in by_host.items()}
+        return self._by_host
 
     def with_changes(self, add=(), remove=(), capacities=None):
         """A new Calendar with items added/removed and capacities updated.
@@ -440,23 +595,43 @@ class Calendar(object):
         ``remove`` items are matched by equality (all fields, ``ref``
         included), one occurrence each; a missing one raises KeyError.
         ``capacities`` (a mapping) replaces or adds host capacities; a value
-        of None drops the host's capacity. The snapshot is rebuilt: that is
-        measured to be cheap (see benchmarks/calendar_core.py).
+        of None drops the host's capacity.
+
+        Only the hosts whose items change are rebuilt, and their runs
+        written into free space shared with this calendar (see the module
+        doc), so a change costs about the changed hosts' items; now and
+        then (space full, or a second calendar derived from this one) the
+        live runs are copied (see benchmarks/calendar_core.py). A change
+        of capacities, or of many hosts at once, rebuilds the whole
+        calendar.
         """
-        items = list(self._items)
+        add = list(add)
+        remove = list(remove)
+        by_host = self._host_items()
+        changed = {}
         if remove:
             pending = collections.Counter(remove)
-            kept = []
-            for it in items:
-                if pending.get(it):
-                    pending[it] -= 1
-                else:
-                    kept.append(it)
+            for host in {it.host for it in pending}:
+                kept = []
+                for it in by_host.get(host, ()):
+                    if pending.get(it):
+                        pending[it] -= 1
+                    else:
+                        kept.append(it)
+                changed[host] = kept
             missing = [it for it, c in pending.items() if c > 0]
             if missing:
                 raise KeyError('not in the calendar: %r' % (missing[0],))
-            items = kept
-        items.extend(add)
+        for it in add:
+            if it.host not in changed:
+                changed[it.host] = list(by_host.get(it.host, ()))
+            changed[it.host].append(it)
+        new_by_host = dict(by_host)
+        for host, host_items in changed.items():
+            if host_items:
+                new_by_host[host] = tuple(host_items)
+            else:
+                new_by_host.pop(host, None)
         caps = dict(self._capacities)
         if capacities:
             for h, c in capacities.items():
@@ -464,7 +639,76 @@ class Calendar(object):
                     caps.pop(h, None)
                 else:
                     caps[h] = c
-        return Calendar(caps, items)
+        if not changed and not capacities:
+            return self
+        n_changed = sum(len(v) for v in changed.values())
+        if capacities or n_changed > _REBUILD_SHARE * (
+                len(self._index) + sum(map(len, by_host.values()))):
+            return Calendar(caps, itertools.chain.from_iterable(
+                new_by_host.values()))
+        new = Calendar.__new__(Calendar)
+        new._capacities = self._capacities
+        new._items = None
+        new._by_host = new_by_host
+        if not new._splice(self, changed):
+            # Too long a run for the current sparse table.
+            return Calendar(caps, new.items)
+        return new
+
+    def _splice(self, old, changed):
+        """Build self from ``old`` with ``changed`` {host: items}.
+
+        False when a new run is too long for the sparse table.
+        """
+        index = dict(old._index)
+        for host in changed:
+            if host not in index:
+                index[host] = len(index)
+        self._index = index
+        nh_old, nh = len(old._index), len(index)
+        hosts = sorted(changed, key=index.__getitem__)
+        ks = np.array([index[h] for h in hosts], np.int64)
+        items = [it for h in hosts for it in changed[h]]
+        local = {h: k for k, h in enumerate(hosts)}
+        hidx, cols = _columns(items, local)
+        _check_limits(hidx, cols[0], cols[5], len(hosts))
+        off_c, real_c, times_c, vals_c, nextrel_c = _layout(
+            len(hosts), *_runs(len(hosts), hidx, *cols))
+        levels = old._store.levels
+        blocks_c = (off_c[1:] - off_c[:-1]) // _BLOCK
+        if len(blocks_c) and _levels(int(blocks_c.max())) > levels:
+            return False
+        table_c = _derive(vals_c, levels)
+
+        off = np.zeros(nh, np.int64)
+        end = np.zeros(nh, np.int64)
+        real = np.zeros(nh, np.int64)
+        off[:nh_old], end[:nh_old], real[:nh_old] = (old._off, old._end,
+                                                     old._real)
+        real[ks] = real_c
+        # The new runs go after everything the store holds, if no other
+        # calendar wrote there since ``old``; else into a new store.
+        store, base = old._store.claim(old._used, len(times_c))
+        if store is None:
+            # Copy the live runs (the changed hosts' are dropped) first.
+            keep = np.ones(nh, bool)
+            keep[ks] = False
+            keep[nh_old:] = False
+            lengths = np.where(keep, end - off, 0)
+            live = int(lengths.sum())
+            store = _Store(live + len(times_c), levels)
+            new_off = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+            old._store.copy_to(store, [
+                (int(off[k]), int(end[k])) for k in np.flatnonzero(keep)])
+            end = np.where(keep, new_off + lengths, end)
+            off = np.where(keep, new_off, off)
+            # Not shared yet: the new runs go after the live ones.
+            store.used = base = live
+        used = store.write(base, times_c, vals_c, nextrel_c, table_c)
+        off[ks] = base + off_c[:-1]
+        end[ks] = base + off_c[1:]
+        self._set(off, end, real, store, used)
+        return True
 
     # ------------------------------------------------------------------
     # single-host queries
@@ -656,14 +900,25 @@ class Calendar(object):
         """Per host: index of the segment containing ``t_us`` ('right'),
         or the number of the host's segments starting before ``t_us``
         ('left'), as global positions.
+
+        ``t_us``: one time, or one per host. A binary search in every
+        host's run at once (the runs are sorted; each starts with a
+        sentinel before every time).
         """
-        uniq = self._uniq
-        if side == 'right':
-            r = int(uniq.searchsorted(t_us, 'right')) - 1
-            return np.searchsorted(self._keys, idx * self._rmul + r,
-                                   'right') - 1
-        r = int(uniq.searchsorted(t_us, 'left')) - 1
-        return np.searchsorted(self._keys, idx * self._rmul + r, 'right')
+        lo = self._off[idx]
+        hi = lo + self._real[idx]
+        times = self._times
+        last = len(times) - 1
+        pos = lo
+        step = self._top_step
+        while step:
+            cand = pos + step
+            probe = times[np.minimum(cand, last)]
+            ok = (probe <= t_us) if side == 'right' else (probe < t_us)
+            ok &= cand < hi
+            pos = pos + ok * step
+            step >>= 1
+        return pos if side == 'right' else pos + 1
 
     def _range_max(self, i, j):
         """Per resource maxima of the tracks over [i, j) (j > i): 3 arrays.
@@ -679,18 +934,19 @@ class Calendar(object):
         lvl = self._log2[np.maximum(n_full, 1)]
         b0 = np.minimum(b0, self._table.shape[2] - 1)
         b1 = np.maximum(bl - (1 << lvl), 0)
-        # Same block: a window of positions i..last (clamped, so repeated).
-        same = np.flatnonzero(bi == bl)
-        if len(same):
-            cols = np.minimum(i[same] + _WINDOW, last[same])
+        # In-block parts: i to the end of its block, the start of last's
+        # block to last (windows clamped, so positions repeat; in one
+        # block both are i..last).
+        head = np.minimum(i + _WINDOW, np.minimum(
+            ((bi + 1) << _BLOCK_BITS) - 1, last))
+        tail = np.minimum(np.maximum((bl << _BLOCK_BITS) + _WINDOW, i), last)
+        cols = np.concatenate((head, tail))
         out = []
         for r in range(3):
-            peak = np.maximum(self._smax[r][i], self._pmax[r][last])
+            peak = self._vals[r][cols].max(axis=0)
             table = self._table[r]
             mid = np.maximum(table[lvl, b0], table[lvl, b1])
             np.maximum(peak, np.where(has_mid, mid, 0), out=peak)
-            if len(same):
-                peak[same] = np.maximum.reduce(self._vals[r][cols], axis=0)
             out.append(peak)
         return out
 
@@ -727,7 +983,7 @@ class Calendar(object):
         vtrack, mem, disk = self._vals
         n = len(i)
         columns = np.arange(n)
-        end_block = self._off[safe + 1] >> _BLOCK_BITS
+        end_block = self._end[safe] >> _BLOCK_BITS
 
         def first_bad_in(cols):
             """cols: (_BLOCK, n) positions; first bad one per host or -1."""
@@ -796,15 +1052,17 @@ class Calendar(object):
         return out
 
     def _next_starts(self, idx, after_us):
-        rmul = self._rmul
-        r = int(self._uniq.searchsorted(after_us, 'left'))
-        skeys = self._skeys
-        p = np.searchsorted(skeys, idx * rmul + r, 'left')
-        key = skeys[np.minimum(p, max(len(skeys) - 1, 0))] if len(skeys) \
-            else np.full(len(idx), -1, np.int64)
-        valid = (p < len(skeys)) & (key // rmul == idx)
-        rank = np.where(valid, key - idx * rmul, 0)
-        return np.where(valid, self._uniq[rank], _INF)
+        if not len(self._times):
+            return np.full(len(idx), _INF, np.int64)
+        # The first boundary at or after after_us, then the next one
+        # where an item starts, if still in the host's run.
+        p = self._locate(idx, after_us, 'left')
+        end = self._off[idx] + self._real[idx]
+        inside = p < end
+        q = np.where(inside, p, 0)
+        q = q + self._nextrel[q]
+        valid = inside & (q < end)
+        return np.where(valid, self._times[np.where(valid, q, 0)], _INF)
 
     def next_demand_starts(self, after, hosts=None):
         """``{host: next_demand_start(host, after)}`` for many hosts."""

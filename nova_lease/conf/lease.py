@@ -199,25 +199,27 @@ with a 400 by the lease API. When unset, the region is ``[placement]
 region_name`` of nova.conf, else ``RegionOne`` (Keystone's default).
 """),
     cfg.FloatOpt('scheduler_snapshot_ttl',
-                 default=60.0,
+                 default=3600.0,
                  min=0.0,
                  help="""
 Longest time, in seconds, LeaseFilter and LeaseWeigher reuse their
 in-memory snapshot of the lease calendar before reading it again in full.
 
-Every scheduling request checks, with a cheap query, whether allocations
-were recorded (a lease admitted) or recently deleted since the snapshot
-was read; those are merged into it before the request is answered. Other
-changes (a lease deleted or its end moved, a server linked to its lease,
-a status) are seen at the next full read, after at most this time. A full
-read costs about as much as reading every live allocation and reservation
-of the side database (seconds with 100,000 of them; see
-doc/scheduling.rst).
+The full read is only a safety net: every change to the promises made
+through nova_lease (a lease admitted, deleted, its dates or status
+changed, a server linked to its lease, a reservation's status) is written
+to a change journal in the side database, in the same transaction, and
+every scheduling request checks the journal with a cheap query and
+patches its snapshot with the changed reservations before it is answered
+(milliseconds; see doc/scheduling.rst). A full read costs about as much
+as reading every live allocation and reservation of the side database
+(seconds with 100,000 of them); it also happens at least every 12 hours
+(half the journal's retention), whatever this value.
 
 Possible values:
 
-* 0: read the snapshot in full for every scheduling request (exact, but
-  slow with many reservations).
+* 0: read the snapshot in full for every scheduling request (slow with
+  many reservations).
 * A positive number of seconds.
 """),
     cfg.ListOpt('notification_topics',

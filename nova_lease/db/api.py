@@ -64,6 +64,7 @@ ALLOCATIONS = models.ALLOCATIONS
 HOSTS = models.HOSTS
 HOST_CAPABILITIES = models.HOST_CAPABILITIES
 LOCKS = models.LOCKS
+LEASE_CHANGES = models.LEASE_CHANGES
 
 # Events due at the same time run in this order: a lease that ends at T
 # frees its resources before a lease that starts at T takes them, and the
@@ -294,10 +295,18 @@ class Database(object):
     def connection(self, writer=True):
         """Context manager: a Core Connection in a transaction.
 
-        For DDL and migrations; like writer() on SQLite when writer is
-        true (the write lock is taken up front).
+        For DDL and migrations, and for the writers of nova-api's boot
+        path (lease_create, reservations_link), which skip the ORM
+        Session's overhead; like writer() on SQLite when writer is true
+        (the write lock is taken up front). With writer true, the
+        functions of this module that only run Core statements
+        (lease_create, reservations_link, the change journal) accept it in
+        place of a writer Session.
         """
         with self._serialised(), self.engine.connect() as conn:
+            # (Connection.info lives as long as the pooled connection: set
+            # on every checkout.)
+            conn.info[_WRITER] = writer
             if writer and self.backend == 'sqlite':
                 conn.execution_options(**{_SQLITE_IMMEDIATE: True})
             with conn.begin():
@@ -361,11 +370,27 @@ def _reading(db):
 
 @contextlib.contextmanager
 def _writing(db):
-    if isinstance(db, orm.Session):
+    if isinstance(db, (orm.Session, sa.engine.Connection)):
         _require_writer(db)
         yield db
     else:
         with db.writer() as session:
+            yield session
+
+
+@contextlib.contextmanager
+def _writing_core(db):
+    """As _writing, but a Database gives a Core Connection, not a Session.
+
+    For the few writers on nova-api's boot path that only run Core
+    statements: a Session costs about a third of a millisecond more per
+    transaction.
+    """
+    if isinstance(db, Database):
+        with db.connection(writer=True) as conn:
+            yield conn
+    else:
+        with _writing(db) as session:
             yield session
 
 
@@ -454,6 +479,13 @@ def _compare_and_set(session, table, kind, row_id, values, expected_status,
                           else column == value)
     if session.execute(stmt).rowcount == 1:
         return
+    _cas_failed(session, table, kind, row_id, statuses, expected, not_found)
+
+
+def _cas_failed(session, table, kind, row_id, statuses, expected,
+                not_found):
+    """Raise not_found, or StatusConflict, for a failed compare-and-set.
+    """
     actual = session.execute(
         sa.select(table.c.status).where(table.c.id == row_id)).first()
     if actual is None:
@@ -492,6 +524,13 @@ def _prepare_allocation(values, reservation_id=None):
     if reservation_id is not None:
         values['reservation_id'] = reservation_id
     return _clean(ALLOCATIONS, 'allocation', values)
+
+
+# Statements built once and executed with rows as parameters: SQLAlchemy
+# then neither builds nor hashes them again (their cache key is memoized),
+# which matters on nova-api's boot path (lease_create, reservations_link).
+_BOOT_INSERTS = {table: sa.insert(table)
+                 for table in (LEASES, RESERVATIONS, EVENTS)}
 
 
 def lease_create(db, lease_values, reservations=(), events=(),
@@ -533,20 +572,27 @@ def lease_create(db, lease_values, reservations=(), events=(),
     reservation_rows = [_complete(RESERVATIONS, r, now)
                         for r in reservation_rows]
     event_rows = [_complete(EVENTS, e, now) for e in event_rows]
-    with _writing(db) as session:
+    # Complete rows all have the same keys: one prepared INSERT per table
+    # (the boot path, see _BOOT_INSERTS).
+    with _writing_core(db) as session:
         try:
-            session.execute(sa.insert(LEASES).values(**lease))
+            session.execute(_BOOT_INSERTS[LEASES], lease)
         except db_exc.DBDuplicateEntry:
             raise LeaseExists(lease_id=lease_id)
         try:
-            _insert_many(session, RESERVATIONS, reservation_rows)
+            if reservation_rows:
+                session.execute(_BOOT_INSERTS[RESERVATIONS],
+                                reservation_rows)
         except db_exc.DBDuplicateEntry as e:
             raise ReservationExists(reservation_id=e.value)
         try:
-            _insert_many(session, EVENTS, event_rows)
+            if event_rows:
+                session.execute(_BOOT_INSERTS[EVENTS], event_rows)
         except db_exc.DBDuplicateEntry as e:
             raise EventExists(event_id=e.value)
         _insert_many(session, ALLOCATIONS, allocation_rows)
+        _journal(session, [(lease_id, r['id']) for r in reservation_rows]
+                 or [(lease_id, None)])
     result = dict(lease)
     result['reservations'] = [
         _reservation_dict(r) for r in
@@ -634,6 +680,8 @@ def lease_update(db, lease_id, values, expected_status=None, expected=None):
         _compare_and_set(session, LEASES, 'lease', lease_id, values,
                          expected_status, expected,
                          LeaseNotFound(lease_id=lease_id))
+        if _JOURNALED_LEASE_FIELDS.intersection(values):
+            _journal(session, [(lease_id, None)])
         return _lease_get(session, lease_id)
 
 
@@ -647,6 +695,7 @@ def lease_destroy(db, lease_id):
             sa.delete(LEASES).where(LEASES.c.id == lease_id))
         if result.rowcount != 1:
             raise LeaseNotFound(lease_id=lease_id)
+        _journal(session, [(lease_id, None)])
 
 
 # -- reservations -----------------------------------------------------------
@@ -672,6 +721,7 @@ def reservation_create(db, values):
         except db_exc.DBDuplicateEntry:
             raise ReservationExists(reservation_id=row['id'])
         _insert_many(session, ALLOCATIONS, allocation_rows)
+        _journal(session, [(lease_id, row['id'])])
         return _reservation_get(session, row['id'])
 
 
@@ -724,6 +774,8 @@ def reservation_update(db, reservation_id, values, expected_status=None,
         _compare_and_set(session, RESERVATIONS, 'reservation',
                          reservation_id, values, expected_status, expected,
                          ReservationNotFound(reservation_id=reservation_id))
+        if _JOURNALED_RESERVATION_FIELDS.intersection(values):
+            _journal(session, [(None, reservation_id)])
         return _reservation_get(session, reservation_id) if fetch else None
 
 
@@ -734,6 +786,62 @@ def reservation_destroy(db, reservation_id):
             RESERVATIONS.c.id == reservation_id))
         if result.rowcount != 1:
             raise ReservationNotFound(reservation_id=reservation_id)
+        _journal(session, [(None, reservation_id)])
+
+
+# Built once: the boot path's link (reservations_link) runs them with
+# parameters only, so SQLAlchemy compiles each of them once per process.
+_LINK_RESERVATION = (
+    sa.update(RESERVATIONS)
+    .where(RESERVATIONS.c.id == sa.bindparam('b_id'),
+           RESERVATIONS.c.resource_id.is_(None))
+    .values(resource_id=sa.bindparam('b_resource_id'),
+            updated_at=sa.bindparam('b_now')))
+_DELETE_RESERVATION = sa.delete(RESERVATIONS).where(
+    RESERVATIONS.c.id == sa.bindparam('b_id'))
+_RELEASE_EVENT = (
+    sa.update(EVENTS)
+    .where(EVENTS.c.id == sa.bindparam('b_id'),
+           EVENTS.c.status == sa.bindparam('b_status'))
+    .values(next_attempt_at=None, updated_at=sa.bindparam('b_now')))
+
+
+def reservations_link(db, links, drop=(), release_events=(),
+                      event_status='UNDONE', now=None):
+    """Link reservations to their resources, in one transaction.
+
+    ``links``: ``(reservation id, resource id)`` pairs; each reservation
+    must not be linked yet (``resource_id`` NULL), else StatusConflict
+    (ReservationNotFound if it is gone). ``drop``: reservation ids deleted
+    with their allocations (ReservationNotFound if one is gone).
+    ``release_events``: event ids whose ``next_attempt_at`` is cleared;
+    each must be in ``event_status`` (StatusConflict, EventNotFound).
+    Rows updated get ``updated_at = now``. Nothing is read back.
+    """
+    now = _naive_utc(now or timeutils.utcnow())
+    with _writing_core(db) as session:
+        for reservation_id, resource_id in links:
+            if session.execute(_LINK_RESERVATION, {
+                    'b_id': reservation_id, 'b_resource_id': resource_id,
+                    'b_now': now}).rowcount != 1:
+                _cas_failed(session, RESERVATIONS, 'reservation',
+                            reservation_id, None, {'resource_id': None},
+                            ReservationNotFound(
+                                reservation_id=reservation_id))
+        for reservation_id in drop:
+            if session.execute(_DELETE_RESERVATION,
+                               {'b_id': reservation_id}).rowcount != 1:
+                raise ReservationNotFound(reservation_id=reservation_id)
+        for event_id in release_events:
+            if session.execute(_RELEASE_EVENT, {
+                    'b_id': event_id, 'b_status': event_status,
+                    'b_now': now}).rowcount != 1:
+                _cas_failed(session, EVENTS, 'event', event_id,
+                            [event_status], None,
+                            EventNotFound(event_id=event_id))
+        changed = [rid for rid, _ in links] + list(drop)
+        if changed:
+            _journal(session, [(None, rid) for rid in changed])
 
 
 # -- events -----------------------------------------------------------------
@@ -879,6 +987,7 @@ def allocation_create(db, values):
         except db_exc.DBReferenceError:
             raise ReservationNotFound(
                 reservation_id=row.get('reservation_id'))
+        _journal(session, [(None, row['reservation_id'])])
         return _allocation_get(session, result.inserted_primary_key[0])
 
 
@@ -890,23 +999,6 @@ def _allocation_get(session, allocation_id):
     return dict(row)
 
 
-def allocation_probe(db, low=None, margin=1000):
-    """(highest allocation id, low, number of allocations with id > low).
-
-    ``low`` defaults to the highest id minus ``margin``: a cheap change
-    marker of the allocations (an index range scan, not a full count).
-    """
-    with _reading(db) as session:
-        top = session.execute(sa.select(sa.func.max(ALLOCATIONS.c.id))
-                              ).scalar()
-        if low is None:
-            low = (top or 0) - margin
-        count = session.execute(
-            sa.select(sa.func.count()).select_from(ALLOCATIONS)
-            .where(ALLOCATIONS.c.id > low)).scalar()
-    return (top, low, count)
-
-
 def _live(now, dead_reservations, dead_leases):
     return sa.and_(RESERVATIONS.c.status.notin_(dead_reservations),
                    LEASES.c.status.notin_(dead_leases),
@@ -914,16 +1006,15 @@ def _live(now, dead_reservations, dead_leases):
 
 
 def live_allocation_rows(db, now, dead_reservations, dead_leases,
-                         min_id=None, ends_after=None, start_before=None,
-                         hosts=None):
+                         ends_after=None, start_before=None, hosts=None):
     """Allocations of live reservations of leases not ended at ``now``.
 
     Yields (streams, for the scheduler's bulk read) rows ``(id,
     reservation_id, host, start_date, end_date, vcpus, memory_mb, disk_gb,
     whole_host)``, which unpack as tuples. A reservation or lease whose
     status is in ``dead_reservations`` / ``dead_leases`` is not live.
-    Optional filters: ``min_id`` (id > min_id), ``ends_after`` (end_date >
-    it), ``start_before`` (start_date < it), ``hosts``.
+    Optional filters: ``ends_after`` (end_date > it), ``start_before``
+    (start_date < it), ``hosts``.
     """
     alloc = ALLOCATIONS
     stmt = (sa.select(alloc.c.id, alloc.c.reservation_id, alloc.c.host,
@@ -931,8 +1022,6 @@ def live_allocation_rows(db, now, dead_reservations, dead_leases,
                       alloc.c.memory_mb, alloc.c.disk_gb, alloc.c.whole_host)
             .select_from(alloc.join(RESERVATIONS).join(LEASES))
             .where(_live(now, dead_reservations, dead_leases)))
-    if min_id is not None:
-        stmt = stmt.where(alloc.c.id > min_id)
     if ends_after is not None:
         stmt = stmt.where(alloc.c.end_date > _naive_utc(ends_after))
     if start_before is not None:
@@ -943,13 +1032,12 @@ def live_allocation_rows(db, now, dead_reservations, dead_leases,
         yield from session.execute(stmt)
 
 
-def live_reservation_rows(db, now, dead_reservations, dead_leases,
-                          ids=None):
+def live_reservation_rows(db, now, dead_reservations, dead_leases):
     """Live reservations with their lease (see live_allocation_rows).
 
     Yields rows ``(id, resource_type, resource_id, properties (JSON text),
     lease_id, project_id, lease start_date, lease end_date, lease
-    status)``, optionally only the reservations ``ids``.
+    status)``.
     """
     res = RESERVATIONS
     stmt = (sa.select(res.c.id, res.c.resource_type, res.c.resource_id,
@@ -958,10 +1046,144 @@ def live_reservation_rows(db, now, dead_reservations, dead_leases,
                       LEASES.c.status)
             .select_from(res.join(LEASES))
             .where(_live(now, dead_reservations, dead_leases)))
-    if ids is not None:
-        stmt = stmt.where(res.c.id.in_(sorted(ids)))
     with _reading(db) as session:
         yield from session.execute(stmt)
+
+
+def _allocation_reservation(session, allocation_id):
+    rid = session.execute(sa.select(ALLOCATIONS.c.reservation_id).where(
+        ALLOCATIONS.c.id == allocation_id)).scalar()
+    if rid is None:
+        raise AllocationNotFound(allocation_id=allocation_id)
+    return rid
+
+
+# -- change journal ---------------------------------------------------------
+#
+# lease_changes tells the scheduler's snapshot (nova_lease.scheduler.
+# snapshot) which leases and reservations changed: every writer above that
+# changes what the snapshot holds adds its rows in its own transaction.
+
+#: Journal rows older than this are deleted (by the writers, see
+#: _journal). A snapshot older than half of it is read again in full.
+CHANGE_RETENTION = datetime.timedelta(hours=24)
+#: One journaling transaction in this many (per process) also prunes.
+CHANGE_PRUNE_EVERY = 256
+_JOURNALED_LEASE_FIELDS = frozenset(
+    ('start_date', 'end_date', 'status', 'project_id'))
+_JOURNALED_RESERVATION_FIELDS = frozenset(
+    ('lease_id', 'resource_type', 'resource_id', 'status', 'properties'))
+_journal_count = [0]
+_journal_lock = threading.Lock()
+
+
+_JOURNAL_INSERT = sa.insert(LEASE_CHANGES)
+
+
+def _journal(session, pairs):
+    """Record (lease id, reservation id) pairs (either may be None)."""
+    now = _naive_utc(timeutils.utcnow())
+    session.execute(_JOURNAL_INSERT, [
+        {'lease_id': lease_id, 'reservation_id': rid, 'created_at': now}
+        for lease_id, rid in pairs])
+    with _journal_lock:
+        _journal_count[0] += 1
+        prune = _journal_count[0] % CHANGE_PRUNE_EVERY == 0
+    if prune:
+        change_prune(session, now - CHANGE_RETENTION)
+
+
+def change_prune(db, before):
+    """Delete the journal rows created before ``before``; how many."""
+    with _writing(db) as session:
+        return session.execute(sa.delete(LEASE_CHANGES).where(
+            LEASE_CHANGES.c.created_at < _naive_utc(before))).rowcount
+
+
+# The scheduler runs these at every request (or change): built once, with
+# bound parameters (building a statement costs more than running it).
+_CHANGE_TOP = sa.select(sa.func.max(LEASE_CHANGES.c.id))
+_CHANGE_PROBE = (
+    sa.select(sa.func.max(LEASE_CHANGES.c.id),
+              sa.func.min(LEASE_CHANGES.c.id), sa.func.count())
+    .where(LEASE_CHANGES.c.id > sa.bindparam('low')))
+_CHANGE_ROWS = (
+    sa.select(LEASE_CHANGES.c.id, LEASE_CHANGES.c.lease_id,
+              LEASE_CHANGES.c.reservation_id)
+    .where(LEASE_CHANGES.c.id > sa.bindparam('low'))
+    .order_by(LEASE_CHANGES.c.id))
+
+
+def change_probe(db, low=None, margin=1000):
+    """(low, highest id, lowest id, count) of the journal rows above low.
+
+    ``low`` defaults to the highest id minus ``margin``. One index range
+    scan: a cheap marker of the changes, that also moves when a
+    transaction that took a lower id commits after a higher one (within
+    ``margin`` ids), or when old rows are pruned.
+    """
+    with _reading(db) as session:
+        if low is None:
+            top = session.execute(_CHANGE_TOP).scalar()
+            low = (top or 0) - margin
+        top, bottom, count = session.execute(_CHANGE_PROBE,
+                                             {'low': low}).one()
+    return (low, top, bottom, count)
+
+
+def change_rows(db, low):
+    """Journal rows ``(id, lease_id, reservation_id)`` with id > low."""
+    with _reading(db) as session:
+        return [tuple(row) for row in session.execute(_CHANGE_ROWS,
+                                                      {'low': low})]
+
+
+def _live_changed_statement():
+    res, alloc = RESERVATIONS, ALLOCATIONS
+    now = sa.bindparam('now')
+    return (
+        sa.select(res.c.id, res.c.resource_type, res.c.resource_id,
+                  res.c.properties, LEASES.c.id, LEASES.c.project_id,
+                  LEASES.c.start_date, LEASES.c.end_date, LEASES.c.status,
+                  alloc.c.id, alloc.c.host, alloc.c.start_date,
+                  alloc.c.end_date, alloc.c.vcpus, alloc.c.memory_mb,
+                  alloc.c.disk_gb, alloc.c.whole_host)
+        .select_from(res.join(LEASES).outerjoin(alloc, sa.and_(
+            alloc.c.reservation_id == res.c.id, alloc.c.end_date > now)))
+        .where(res.c.status.not_in(sa.bindparam('dead_reservations',
+                                                expanding=True)),
+               LEASES.c.status.not_in(sa.bindparam('dead_leases',
+                                                   expanding=True)),
+               LEASES.c.end_date > now,
+               sa.or_(res.c.id.in_(sa.bindparam('ids', expanding=True)),
+                      res.c.lease_id.in_(sa.bindparam('lease_ids',
+                                                      expanding=True)))))
+
+
+_LIVE_CHANGED = _live_changed_statement()
+
+
+def live_reservations_with_allocations(db, now, dead_reservations,
+                                       dead_leases, ids=(), lease_ids=()):
+    """The live reservations ``ids`` and those of leases ``lease_ids``,
+    with their allocations not ended at ``now``, in one query.
+
+    Rows ``(reservation row as live_reservation_rows, allocation row as
+    live_allocation_rows or None)``.
+    """
+    params = {'now': _naive_utc(now),
+              'dead_reservations': list(dead_reservations),
+              'dead_leases': list(dead_leases), 'ids': sorted(ids),
+              'lease_ids': sorted(lease_ids)}
+    with _reading(db) as session:
+        out = []
+        for row in session.execute(_LIVE_CHANGED, params):
+            row = tuple(row)
+            alloc = None
+            if row[9] is not None:
+                alloc = (row[9], row[0]) + row[10:]
+            out.append((row[:9], alloc))
+        return out
 
 
 def allocation_list(db, hosts=None, start=None, end=None,
@@ -996,27 +1218,35 @@ def allocation_update(db, allocation_id, values):
     values = _clean(ALLOCATIONS, 'allocation', values)
     with _writing(db) as session:
         if values:
+            old = _allocation_reservation(session, allocation_id)
             result = session.execute(sa.update(ALLOCATIONS).where(
                 ALLOCATIONS.c.id == allocation_id).values(**values))
             if result.rowcount != 1:
                 raise AllocationNotFound(allocation_id=allocation_id)
+            _journal(session, [(None, rid) for rid in sorted(
+                {old, values.get('reservation_id', old)})])
         return _allocation_get(session, allocation_id)
 
 
 def allocation_destroy(db, allocation_id):
     """Delete an allocation. Raises AllocationNotFound."""
     with _writing(db) as session:
+        old = _allocation_reservation(session, allocation_id)
         result = session.execute(sa.delete(ALLOCATIONS).where(
             ALLOCATIONS.c.id == allocation_id))
         if result.rowcount != 1:
             raise AllocationNotFound(allocation_id=allocation_id)
+        _journal(session, [(None, old)])
 
 
 def allocation_destroy_by_reservation(db, reservation_id):
     """Delete every allocation of a reservation; return how many."""
     with _writing(db) as session:
-        return session.execute(sa.delete(ALLOCATIONS).where(
+        count = session.execute(sa.delete(ALLOCATIONS).where(
             ALLOCATIONS.c.reservation_id == reservation_id)).rowcount
+        if count:
+            _journal(session, [(None, reservation_id)])
+        return count
 
 
 # -- hosts ------------------------------------------------------------------
@@ -1401,6 +1631,7 @@ def engine_claim_events(db, engine_id, now, limit, on_claim=None):
                 lease['status'] = current.get(lease['id'], new)
                 if lease['status'] == new:
                     lease['updated_at'] = now
+            _journal(session, [(lease_id, None) for lease_id in ids])
         return events
 
 
@@ -1475,6 +1706,8 @@ def engine_complete_events(db, engine_id, results, now=None):
                 sa.update(LEASES)
                 .where(LEASES.c.id.in_(ids), LEASES.c.status.in_(expected))
                 .values(status=new, **values)).rowcount
+            if moved:
+                _journal(session, [(lease_id, None) for lease_id in ids])
             if has_reason and moved != len(ids):
                 # The reason is set whatever the status.
                 session.execute(
@@ -1483,11 +1716,13 @@ def engine_complete_events(db, engine_id, results, now=None):
                            LEASES.c.status.not_in(expected))
                     .values(**values))
         for (new, expected), ids in reservation_groups.items():
-            session.execute(
+            moved = session.execute(
                 sa.update(RESERVATIONS)
                 .where(RESERVATIONS.c.lease_id.in_(ids),
                        RESERVATIONS.c.status.in_(expected))
-                .values(status=new, updated_at=now))
+                .values(status=new, updated_at=now)).rowcount
+            if moved:
+                _journal(session, [(lease_id, None) for lease_id in ids])
     return sorted(owned)
 
 

@@ -34,6 +34,9 @@ from sqlalchemy import orm
 # Naive UTC datetime with microseconds on every backend.
 DateTime = sa.DateTime().with_variant(mysql.DATETIME(fsp=6), 'mysql')
 
+# A 64-bit autoincrement key (SQLite autoincrements INTEGER keys only).
+BigInteger = sa.BigInteger().with_variant(sa.Integer(), 'sqlite')
+
 UUID_LEN = 36
 NAME_LEN = 255
 STATUS_LEN = 32
@@ -292,6 +295,35 @@ class Lock(Base):
         sa.String(NAME_LEN), primary_key=True)
 
 
+class LeaseChange(Base):
+    """The change journal of the promises the scheduler caches.
+
+    Every writer of nova_lease.db.api that changes a lease's dates or
+    status, a reservation (status, server link, creation, deletion) or an
+    allocation adds, in the same transaction, one row naming the lease
+    and/or the reservation. The scheduler's snapshot
+    (nova_lease.scheduler.snapshot) reads the rows above the last id it
+    saw and reads those reservations again. Rows are pruned after
+    nova_lease.db.api.CHANGE_RETENTION. No foreign keys: the row of a
+    deleted lease must stay.
+    """
+
+    __tablename__ = 'lease_changes'
+    __table_args__ = (
+        sa.Index('ix_lease_changes_created_at', 'created_at'),
+        MYSQL_TABLE_ARGS,
+    )
+
+    id: orm.Mapped[int] = orm.mapped_column(
+        BigInteger, primary_key=True, autoincrement=True)
+    lease_id: orm.Mapped[typing.Optional[str]] = orm.mapped_column(
+        sa.String(UUID_LEN), nullable=True)
+    reservation_id: orm.Mapped[typing.Optional[str]] = orm.mapped_column(
+        sa.String(UUID_LEN), nullable=True)
+    created_at: orm.Mapped[datetime.datetime] = orm.mapped_column(
+        DateTime, nullable=False, default=_utcnow)
+
+
 LEASES = Lease.__table__
 RESERVATIONS = Reservation.__table__
 EVENTS = Event.__table__
@@ -299,3 +331,4 @@ ALLOCATIONS = Allocation.__table__
 HOSTS = Host.__table__
 HOST_CAPABILITIES = HostCapability.__table__
 LOCKS = Lock.__table__
+LEASE_CHANGES = LeaseChange.__table__

@@ -197,11 +197,8 @@ def _peaks(cal, hidx, ts, te):
     if cal is None or not len(ok):
         return vcpus, mem, disk, whole
     h = hidx[ok]
-    rmul = cal._rmul
-    rs = np.searchsorted(cal._uniq, ts[ok], 'right') - 1
-    i = np.searchsorted(cal._keys, h * rmul + rs, 'right') - 1
-    re_ = np.searchsorted(cal._uniq, te[ok], 'left') - 1
-    j = np.searchsorted(cal._keys, h * rmul + re_, 'right')
+    i = cal._locate(h, ts[ok], 'right')
+    j = cal._locate(h, te[ok], 'left')
     pv, pm, pd = cal._range_max(i, j)
     vcpus[ok] = (pv % cal_mod._W) >> cal_mod._COUNT_BITS
     whole[ok] = pv >= cal_mod._W
@@ -317,8 +314,7 @@ def slack_seconds(cal, loads, demand, start, end):
     tm = left[1] - demand.memory_mb
     td = left[2] - demand.disk_gb
     h = hidx[rows]
-    rs = int(np.searchsorted(cal._uniq, e_us, 'right')) - 1
-    i = np.searchsorted(cal._keys, h * cal._rmul + rs, 'right') - 1
+    i = cal._locate(h, e_us, 'right')
     first = cal._first_bad(h, i, tv, tm, td)
     times = cal._times[np.maximum(first, 0)]
     slack = np.maximum(times - e_us, 0) / 1e6

@@ -1,0 +1,324 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""The scheduler's snapshot follows the change journal (lease_changes).
+
+Every kind of change made through nova_lease.db.api is seen by the next
+request, without a full reload (the TTL is an hour here), and the
+patched snapshot equals one read from scratch; on SQLite,
+MariaDB/MySQL and PostgreSQL.
+"""
+
+import datetime
+import threading
+
+from oslo_utils import timeutils
+
+from nova_lease import calendar
+from nova_lease.db import api
+from nova_lease.scheduler import snapshot
+from tests.functional.db import base
+
+NOW = datetime.datetime(2030, 1, 1)
+HOUR = datetime.timedelta(hours=1)
+TTL = 3600
+
+
+class _JournalTests(object):
+
+    def setUp(self):
+        super().setUp()
+        timeutils.set_time_override(NOW)
+        self.addCleanup(timeutils.clear_time_override)
+        self.cache = snapshot.SnapshotCache()
+
+    def _lease(self, start=NOW + HOUR, end=NOW + 3 * HOUR, host='host1',
+               status='PENDING', resource_id=None, name='l', events=()):
+        return api.lease_create(self.db, {
+            'name': name, 'project_id': 'p', 'start_date': start,
+            'end_date': end, 'status': status},
+            reservations=[{
+                'resource_type': 'virtual:instance', 'status': 'pending',
+                'resource_id': resource_id,
+                'properties': {'vcpus': 2, 'memory_mb': 512, 'disk_gb': 1},
+                'allocations': [{
+                    'host': host, 'start_date': start, 'end_date': end,
+                    'vcpus': 2, 'memory_mb': 512, 'disk_gb': 1}]}],
+            events=events)
+
+    def _same_as_full_load(self, snap):
+        full = snapshot.load(self.db, NOW)
+        self.assertEqual(sorted(full.items), sorted(snap.items))
+        self.assertEqual(dict(full.reservations), dict(snap.reservations))
+        self.assertEqual(full.servers, snap.servers)
+        self.assertEqual(full.server_rows, snap.server_rows)
+        self.assertEqual({k: sorted(v) for k, v in full.allocations.items()},
+                         {k: sorted(v) for k, v in snap.allocations.items()})
+        self.assertEqual({k: sorted(v) for k, v in full.host_items.items()},
+                         {k: sorted(v) for k, v in snap.host_items.items()})
+        self.assertEqual({k: sorted(v) for k, v in full.by_lease.items()},
+                         {k: sorted(v) for k, v in snap.by_lease.items()})
+        hosts = ['host1', 'host2', 'host3']
+        cals = [s.calendar or calendar.Calendar({}) for s in (full, snap)]
+        for start, end in ((NOW, NOW + HOUR), (NOW, None),
+                           (NOW + 2 * HOUR, NOW + 5 * HOUR)):
+            demand = calendar.Demand(1)
+            self.assertEqual(*[
+                [c.peak(h, start, end) for h in hosts] for c in cals])
+            self.assertEqual(*[c.next_demand_starts(start, hosts)
+                               for c in cals])
+            self.assertEqual(*[c.slack_seconds(demand, start, end, hosts)
+                               for c in cals])
+
+    def _next(self, first):
+        """The snapshot the next request sees: patched, not reloaded."""
+        snap = self.cache.get(self.db, NOW, TTL)
+        self.assertEqual(first.loaded_at, snap.loaded_at)
+        self._same_as_full_load(snap)
+        return snap
+
+    def test_every_change_is_seen_by_the_next_request(self):
+        kept = self._lease(name='kept', host='host2')
+        first = self.cache.get(self.db, NOW, TTL)
+        self.assertIs(first, self.cache.get(self.db, NOW, TTL))
+
+        # A lease admitted.
+        lease = self._lease()
+        rid = lease['reservations'][0]['id']
+        snap = self._next(first)
+        self.assertIn(rid, snap.reservations)
+        self.assertEqual(['host1'],
+                         [i.host for i in snap.allocations[rid]])
+        self.assertIs(snap, self.cache.get(self.db, NOW, TTL))
+
+        # Its end moved (the lease and its allocation).
+        api.lease_update(self.db, lease['id'], {'end_date': NOW + 5 * HOUR})
+        snap = self._next(first)
+        self.assertEqual(NOW + 5 * HOUR, snap.reservations[rid].end)
+        alloc = api.allocation_list(self.db, reservation_id=rid)[0]
+        api.allocation_update(self.db, alloc['id'],
+                              {'end_date': NOW + 5 * HOUR})
+        snap = self._next(first)
+        self.assertEqual(NOW + 5 * HOUR, snap.allocations[rid][0].end)
+
+        # A server linked to it.
+        api.reservation_update(self.db, rid, {'resource_id': 'srv'})
+        snap = self._next(first)
+        self.assertEqual(rid, snap.servers['srv'].id)
+        self.assertEqual(2, snap.server_rows['srv'][2])
+
+        # Statuses: the lease starts, the reservation follows.
+        api.lease_update(self.db, lease['id'], {'status': 'ACTIVE'})
+        snap = self._next(first)
+        self.assertEqual('ACTIVE', snap.servers['srv'].lease_status)
+        api.reservation_update(self.db, rid, {'status': 'active'})
+        self._next(first)
+
+        # A second reservation on the same lease, then its allocation
+        # deleted, then the reservation.
+        res2 = api.reservation_create(self.db, {
+            'lease_id': lease['id'], 'resource_type': 'virtual:instance',
+            'properties': {}, 'allocations': [{
+                'host': 'host3', 'start_date': NOW + HOUR,
+                'end_date': NOW + 2 * HOUR, 'vcpus': 1}]})
+        snap = self._next(first)
+        self.assertEqual(['host3'],
+                         [i.host for i in snap.allocations[res2['id']]])
+        api.allocation_create(self.db, {
+            'reservation_id': res2['id'], 'host': 'host1',
+            'start_date': NOW, 'end_date': NOW + HOUR, 'vcpus': 1})
+        snap = self._next(first)
+        self.assertEqual(2, len(snap.allocations[res2['id']]))
+        a3 = api.allocation_list(self.db, reservation_id=res2['id'])[0]
+        api.allocation_destroy(self.db, a3['id'])
+        snap = self._next(first)
+        self.assertEqual(1, len(snap.allocations[res2['id']]))
+        api.allocation_destroy_by_reservation(self.db, res2['id'])
+        snap = self._next(first)
+        self.assertNotIn(res2['id'], snap.allocations)
+        api.reservation_destroy(self.db, res2['id'])
+        snap = self._next(first)
+        self.assertNotIn(res2['id'], snap.reservations)
+
+        # A reservation deleted by status, a lease terminated, a lease
+        # deleted.
+        other = self._lease(name='other', host='host3')
+        orid = other['reservations'][0]['id']
+        snap = self._next(first)
+        self.assertIn(orid, snap.reservations)
+        api.reservation_update(self.db, orid, {'status': 'deleted'})
+        snap = self._next(first)
+        self.assertNotIn(orid, snap.reservations)
+        self.assertNotIn('host3', snap.host_items)
+        api.lease_update(self.db, lease['id'], {'status': 'TERMINATED'})
+        snap = self._next(first)
+        self.assertNotIn(rid, snap.reservations)
+        self.assertNotIn('srv', snap.servers)
+        api.lease_destroy(self.db, kept['id'])
+        snap = self._next(first)
+        self.assertEqual({}, dict(snap.reservations))
+        self.assertEqual((), snap.items)
+
+    def test_engine_status_changes_are_seen(self):
+        lease = self._lease(events=[
+            {'event_type': 'start_lease', 'time': NOW + HOUR},
+            {'event_type': 'end_lease', 'time': NOW + 3 * HOUR}])
+        rid = lease['reservations'][0]['id']
+        first = self.cache.get(self.db, NOW, TTL)
+        self.assertEqual('PENDING', first.reservations[rid].lease_status)
+        events = api.engine_claim_events(
+            self.db, 'engine-1', NOW + HOUR, 10,
+            on_claim=lambda event, lease: 'STARTING')
+        self.assertEqual(1, len(events))
+        snap = self._next(first)
+        self.assertEqual('STARTING', snap.reservations[rid].lease_status)
+        api.engine_complete_events(self.db, 'engine-1', [{
+            'event_id': events[0]['id'], 'lease_id': lease['id'],
+            'status': 'DONE', 'lease_status': 'ACTIVE',
+            'lease_expected': ['STARTING'], 'reservation_status': 'active',
+            'reservation_expected': ['pending']}], now=NOW + HOUR)
+        snap = self._next(first)
+        self.assertEqual('ACTIVE', snap.reservations[rid].lease_status)
+        events = api.engine_claim_events(self.db, 'engine-1',
+                                         NOW + 3 * HOUR, 10)
+        api.engine_complete_events(self.db, 'engine-1', [{
+            'event_id': events[0]['id'], 'lease_id': lease['id'],
+            'status': 'DONE', 'lease_status': 'TERMINATED',
+            'lease_expected': ['ACTIVE'], 'reservation_status': 'deleted',
+            'reservation_expected': ['active']}], now=NOW + 3 * HOUR)
+        snap = self._next(first)
+        self.assertNotIn(rid, snap.reservations)
+        self.assertEqual((), snap.items)
+
+    def test_unrelated_updates_are_not_journaled(self):
+        lease = self._lease()
+        first = self.cache.get(self.db, NOW, TTL)
+        api.lease_update(self.db, lease['id'], {'status_reason': 'why'})
+        api.reservation_update(self.db, lease['reservations'][0]['id'],
+                               {'aggregate_id': 3})
+        self.assertIs(first, self.cache.get(self.db, NOW, TTL))
+
+    def test_pruning(self):
+        timeutils.set_time_override(NOW - HOUR)
+        old = self._lease(name='old')
+        timeutils.set_time_override(NOW)
+        new = self._lease(name='new')
+        first = self.cache.get(self.db, NOW, TTL)
+        self.assertEqual(0, api.change_prune(self.db, NOW - HOUR))
+        self.assertEqual(1, api.change_prune(self.db, NOW))
+        # The probe moved (a row left the window): nothing to read again.
+        snap = self._next(first)
+        for lease in (old, new):
+            self.assertIn(lease['reservations'][0]['id'], snap.reservations)
+        self.assertIs(snap, self.cache.get(self.db, NOW, TTL))
+        # Every row pruned: the journal's top went back, read in full.
+        self.assertEqual(1, api.change_prune(self.db, NOW + HOUR))
+        again = self.cache.get(self.db, NOW, TTL)
+        self.assertNotEqual(first.loaded_at, again.loaded_at)
+        self._same_as_full_load(again)
+
+    def test_writers_prune_old_rows(self):
+        old = NOW - api.CHANGE_RETENTION - HOUR
+        timeutils.set_time_override(old)
+        self._lease(name='old')
+        timeutils.set_time_override(NOW)
+        self.patch(api, 'CHANGE_PRUNE_EVERY', 1)
+        self._lease(name='new')
+        with self.db.reader() as session:
+            times = list(session.execute(
+                api.sa.select(api.LEASE_CHANGES.c.created_at)).scalars())
+        self.assertEqual([NOW], times)
+
+    def test_old_snapshot_is_reloaded(self):
+        # Older than half the journal's retention: read in full, whatever
+        # the TTL (the rows it would need may be pruned).
+        first = self.cache.get(self.db, NOW, 10 ** 9)
+        first.loaded_at -= api.CHANGE_RETENTION.total_seconds()
+        self.assertIsNot(first, self.cache.get(self.db, NOW, 10 ** 9))
+
+
+class _SQLiteTests(_JournalTests):
+
+    def test_recreated_database_is_read_in_full(self):
+        # SQLite hands the ids of deleted rows out again: a journal whose
+        # rows differ from those the snapshot saw is another database.
+        self._lease(name='a')
+        first = self.cache.get(self.db, NOW, TTL)
+        with self.db.writer() as session:
+            session.execute(api.LEASE_CHANGES.delete())
+            session.execute(api.LEASES.delete())
+        others = [self._lease(name='b'), self._lease(name='c')]
+        snap = self.cache.get(self.db, NOW, TTL)
+        self.assertNotEqual(first.loaded_at, snap.loaded_at)
+        self.assertEqual(sorted(o['reservations'][0]['id'] for o in others),
+                         sorted(snap.reservations))
+
+
+class _ConcurrentTests(_JournalTests):
+    """Transactions that commit in another order than they took ids."""
+
+    def test_out_of_order_commit_is_seen(self):
+        first = self.cache.get(self.db, NOW, TTL)
+        inserted = threading.Event()
+        release = threading.Event()
+        errors = []
+
+        def slow():
+            try:
+                with self.db.writer() as session:
+                    self._slow_lease = api.lease_create(session, {
+                        'name': 'slow', 'project_id': 'p',
+                        'start_date': NOW + HOUR,
+                        'end_date': NOW + 2 * HOUR}, reservations=[{
+                            'resource_type': 'virtual:instance',
+                            'allocations': [{
+                                'host': 'host1', 'start_date': NOW + HOUR,
+                                'end_date': NOW + 2 * HOUR, 'vcpus': 1}]}])
+                    inserted.set()
+                    release.wait(60)
+            except Exception as e:  # reported below
+                errors.append(e)
+                inserted.set()
+
+        thread = threading.Thread(target=slow)
+        thread.start()
+        try:
+            self.assertTrue(inserted.wait(60))
+            fast = self._lease(name='fast', host='host2')
+            snap = self._next(first)
+            self.assertIn(fast['reservations'][0]['id'], snap.reservations)
+            self.assertEqual(1, len(snap.reservations))
+        finally:
+            release.set()
+            thread.join(60)
+        self.assertEqual([], errors)
+        with self.db.reader() as session:
+            ids = dict(session.execute(api.sa.select(
+                api.LEASE_CHANGES.c.lease_id, api.LEASE_CHANGES.c.id)).all())
+        # The slow one took the lower id, and committed last.
+        self.assertLess(ids[self._slow_lease['id']],
+                        ids[fast['id']])
+        snap = self._next(first)
+        self.assertIn(self._slow_lease['reservations'][0]['id'],
+                      snap.reservations)
+        self.assertEqual(2, len(snap.reservations))
+
+
+class JournalSQLiteTest(_SQLiteTests, base.SQLiteTestCase):
+    pass
+
+
+class JournalMySQLTest(_ConcurrentTests, base.MySQLTestCase):
+    pass
+
+
+class JournalPostgreSQLTest(_ConcurrentTests, base.PostgreSQLTestCase):
+    pass
