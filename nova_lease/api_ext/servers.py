@@ -395,8 +395,12 @@ class ServerCreate(object):
             LOG.exception('Could not link the servers of lease %s',
                           lease_id)
             return self._rollback(req, ctx, resp, lease_id, server_ids, e)
-        LOG.info('Lease %(lease)s: servers %(servers)s linked',
-                 {'lease': lease_id, 'servers': ', '.join(server_ids)})
+        LOG.info('Lease %(lease)s (%(name)s) of project %(project)s, '
+                 '%(start)s to %(end)s: server(s) %(servers)s linked',
+                 {'lease': lease_id, 'name': lease['name'],
+                  'project': lease['project_id'],
+                  'start': lease['start_date'], 'end': lease['end_date'],
+                  'servers': ', '.join(server_ids)})
         self._after_create(lease)
         return resp
 

@@ -18,10 +18,12 @@ from unittest import mock
 
 from nova.compute import api as nova_compute_api
 from nova import exception as nova_exception
+from nova import policy as nova_policy
 from oslo_serialization import jsonutils
 
 from nova_lease.db import api as db_api
 from nova_lease import leases
+from nova_lease import params as lease_params
 from nova_lease.scheduler import admission
 # Nova imports the scheduler filter from its configuration inside a fixture
 # that forbids os.uname(), which numpy (used by the capacity calendar)
@@ -228,6 +230,28 @@ class TestLeasedBoot(LeaseApiBase):
                       resp.body['forbidden']['message'])
         self.assertNothingLeft()
 
+    def test_policy_change_applies_to_the_next_boot(self):
+        # Grants are remembered (nova_lease.policy), keyed by the rule as it
+        # is, its rule: references resolved: an override of our rule or of
+        # a rule it refers to applies to the very next boot.
+        params = self._params(start='now', duration='1h')
+        self._post({'lease_params': params}, name='first')
+        self._post({'lease_params': params}, name='second')
+        for rules in ({'nova_lease:leases:create': '!'},
+                      {'project_member_or_admin': 'role:admin'}):
+            saved = {name: str(nova_policy._ENFORCER.rules[name])
+                     for name in rules}
+            self.policy.set_rules(rules, overwrite=False)
+            resp = self._post({'lease_params': params}, name='refused',
+                              status=403)
+            self.assertIn('nova_lease:leases:create',
+                          resp.body['forbidden']['message'])
+            self.policy.set_rules(saved, overwrite=False)
+            self._post({'lease_params': params}, name='again')
+        self.assertEqual(4, len(self._leases()))
+        self.assertEqual(4, len(self._servers()))
+        self._wait_all_active()
+
     def test_other_requests_pass_through(self):
         server = self._boot(name='plain')
         self.assertEqual({}, server['metadata'])
@@ -332,6 +356,26 @@ class TestNothingOrphaned(LeaseApiBase):
             self.assertIn('were deleted', message)
             self.assertNothingLeft()
 
+    def test_link_is_a_compare_and_set(self):
+        # Someone else linked the reservation between the record and the
+        # link: the link refuses (StatusConflict), everything goes.
+        original = db_api.reservations_link
+
+        def racing(db, links, **kwargs):
+            for reservation_id, _ in links:
+                db_api.reservation_update(db, reservation_id,
+                                          {'resource_id': 'someone-else'})
+            return original(db, links, **kwargs)
+
+        self.useFixture(base.fixtures.MockPatchObject(
+            db_api, 'reservations_link', side_effect=racing))
+        resp = self._post({'reserved': 'True', 'lease_params':
+                           self._params(duration='1h')}, status=500)
+        message = resp.body['computeFault']['message']
+        self.assertIn('changed concurrently', message)
+        self.assertIn('were deleted', message)
+        self.assertNothingLeft()
+
     def test_finding_the_servers_fails(self):
         orig = nova_compute_api.API.get_all
         calls = []
@@ -347,6 +391,77 @@ class TestNothingOrphaned(LeaseApiBase):
                         self._params(duration='1h')}, status=500,
                        server_extra={'min_count': 2})
         self.assertNothingLeft()
+
+
+class TestLinkInstances(LeaseApiBase):
+    """leases.link_instances: one transaction, nothing read back."""
+
+    def _lease(self, count):
+        now = self.clock.now
+        params = lease_params.LeaseParams(
+            name='l', start=now, end=now + datetime.timedelta(hours=1),
+            start_now=True)
+        return leases.create_instance_lease(
+            self.db, base.CONF, params, 'p', 'u',
+            {'vcpus': 1, 'memory_mb': 512, 'disk_gb': 1}, count,
+            flavor_id='1', now=now)
+
+    @staticmethod
+    def _by_index(reservations):
+        return sorted(reservations, key=lambda r: r['properties']['index'])
+
+    def test_fewer_servers_than_reservations(self):
+        lease = self._lease(3)
+        [start] = [e for e in lease['events']
+                   if e['event_type'] == 'start_lease']
+        self.assertIsNotNone(start['next_attempt_at'])     # held
+        linked = leases.link_instances(self.db, lease, ['s0', 's1'])
+        stored = db_api.lease_get(self.db, lease['id'])
+        # The third reservation is gone; the start is released; what
+        # link_instances returns is what is stored.
+        self.assertEqual(['s0', 's1'], [
+            r['resource_id'] for r in self._by_index(stored['reservations'])])
+        for got in (linked, stored):
+            self.assertEqual(
+                [(r['id'], r['resource_id'])
+                 for r in self._by_index(stored['reservations'])],
+                [(r['id'], r['resource_id'])
+                 for r in self._by_index(got['reservations'])])
+            self.assertEqual(
+                [None] * 3, [e['next_attempt_at'] for e in got['events']])
+            self.assertEqual(self.clock.now,
+                             self._by_index(got['reservations'])[0][
+                                 'updated_at'])
+        # The scheduler's change journal names every reservation linked
+        # or deleted.
+        journaled = {rid for _, _, rid in db_api.change_rows(self.db, 0)}
+        self.assertLessEqual({r['id'] for r in lease['reservations']},
+                             journaled)
+
+    def test_a_reservation_is_linked_once(self):
+        lease = self._lease(1)
+        leases.link_instances(self.db, lease, ['s0'])
+        self.assertRaises(db_api.StatusConflict, leases.link_instances,
+                          self.db, lease, ['s1'])
+        [res] = db_api.lease_get(self.db, lease['id'])['reservations']
+        self.assertEqual('s0', res['resource_id'])
+
+    def test_a_claimed_start_is_not_released(self):
+        # The engine claimed the start meanwhile: the link refuses, and
+        # rolls back its reservation update.
+        lease = self._lease(1)
+        [start] = [e for e in lease['events']
+                   if e['event_type'] == 'start_lease']
+        db_api.event_update(self.db, start['id'], {'status': 'IN_PROGRESS'})
+        self.assertRaises(db_api.StatusConflict, leases.link_instances,
+                          self.db, lease, ['s0'])
+        [res] = db_api.lease_get(self.db, lease['id'])['reservations']
+        self.assertIsNone(res['resource_id'])
+
+    def test_more_servers_than_reservations(self):
+        lease = self._lease(1)
+        self.assertRaises(leases.LinkError, leases.link_instances, self.db,
+                          lease, ['s0', 's1'])
 
 
 class TestDefaultLease(LeaseApiBase):
