@@ -116,7 +116,8 @@ class NotificationsRabbitTest(oslotest_base.BaseTestCase):
         listener = oslo_messaging.get_notification_listener(
             transport, [oslo_messaging.Target(topic=TOPIC)],
             [self.endpoint], executor='threading')
-        listener.start()
+        # One dispatch thread: received in the order RabbitMQ delivers.
+        listener.start(override_pool_size=1)
         self.addCleanup(listener.wait)
         self.addCleanup(listener.stop)
 
@@ -141,6 +142,9 @@ class NotificationsRabbitTest(oslotest_base.BaseTestCase):
         self.engine.process_due()
         self.clock.advance(minutes=10)
         self.engine.process_due()
+        # The engine sends its notifications from a thread of its own:
+        # let the end arrive before the test sends the delete.
+        self.assertEqual(4, len(self.endpoint.wait(4)))
         lease = db_api.lease_get(self.db, lease_id)
         self.assertTrue(self.notifier.notify(notifications.DELETE, lease))
 
