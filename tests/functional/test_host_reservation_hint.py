@@ -70,6 +70,20 @@ class _HintTestBase(test_host_reservation.HostLeaseMixin,
                                               **extra))
         return lease, lease['reservations'][0]['id']
 
+    def _owner_on_started_lease(self):
+        """host1 (ssd) and host2 registered; a lease of host1 started now
+        for 5 hours and the owner's hinted server on host1.
+
+        Returns (lease, reservation id, server).
+        """
+        self._register('host1', ssd='true')
+        self._register('host2', ssd='false')
+        lease, rid = self._ssd_lease('now', self._at(hours=5))
+        self.engine.process_due()
+        server = self._boot_hinted(rid)
+        self.assertEqual('host1', server['OS-EXT-SRV-ATTR:host'])
+        return lease, rid, server
+
     def _boot_with_cli(self, reservation_id, name, **kwargs):
         """``nova boot ... --hint reservation=<id>``, as users type it."""
         out = self.nova_cli(
@@ -228,12 +242,7 @@ class HostReservationHintTest(_HintTestBase):
         self.assertEqual('TERMINATED', self._lease(lease['id'])['status'])
 
     def test_hint_after_an_early_end(self):
-        self._register('host1', ssd='true')
-        self._register('host2', ssd='false')
-        lease, rid = self._ssd_lease('now', self._at(hours=5))
-        self.engine.process_due()
-        server = self._boot_hinted(rid)
-        self.assertEqual('host1', server['OS-EXT-SRV-ATTR:host'])
+        lease, rid, server = self._owner_on_started_lease()
         active = view.get_snapshot(timeutils.utcnow())
         self.assertEqual('ACTIVE', active.reservations[rid].lease_status)
         # The owner deletes the lease: the engine ends it at once.
@@ -253,12 +262,7 @@ class HostReservationHintTest(_HintTestBase):
                 self._boot_hinted(rid, name='too-late', wait=None))
 
     def test_operations_on_a_one_host_reservation(self):
-        self._register('host1', ssd='true')
-        self._register('host2', ssd='false')
-        lease, rid = self._ssd_lease('now', self._at(hours=5))
-        self.engine.process_due()
-        server = self._boot_hinted(rid)
-        self.assertEqual('host1', server['OS-EXT-SRV-ATTR:host'])
+        lease, rid, server = self._owner_on_started_lease()
         unleased = self._boot(name='unleased')
         self.assertEqual('host3', unleased['OS-EXT-SRV-ATTR:host'])
 
