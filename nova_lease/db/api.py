@@ -1635,6 +1635,15 @@ def engine_claim_events(db, engine_id, now, limit, on_claim=None):
         return events
 
 
+def _still_claimed(event_ids, engine_id):
+    """The condition: events ``event_ids`` still IN_PROGRESS, claimed by
+    ``engine_id`` (a claim that expired and was taken over is not).
+    """
+    return sa.and_(EVENTS.c.id.in_(list(event_ids)),
+                   EVENTS.c.status == 'IN_PROGRESS',
+                   EVENTS.c.claimed_by == engine_id)
+
+
 @retry_on_deadlock
 def engine_complete_events(db, engine_id, results, now=None):
     """Record what the engine's actions did, in one transaction.
@@ -1660,9 +1669,7 @@ def engine_complete_events(db, engine_id, results, now=None):
     with _writing(db) as session:
         owned = set(session.execute(
             sa.select(EVENTS.c.id)
-            .where(EVENTS.c.id.in_(list(by_id)),
-                   EVENTS.c.status == 'IN_PROGRESS',
-                   EVENTS.c.claimed_by == engine_id)
+            .where(_still_claimed(by_id, engine_id))
             .with_for_update()).scalars())
         groups = {}
         for event_id in owned:
@@ -1734,9 +1741,7 @@ def engine_refresh_claims(db, engine_id, event_ids, now):
     with _writing(db) as session:
         return session.execute(
             sa.update(EVENTS)
-            .where(EVENTS.c.id.in_(list(event_ids)),
-                   EVENTS.c.status == 'IN_PROGRESS',
-                   EVENTS.c.claimed_by == engine_id)
+            .where(_still_claimed(event_ids, engine_id))
             .values(claimed_at=_naive_utc(now))).rowcount
 
 
@@ -1753,9 +1758,7 @@ def engine_release_events(db, engine_id, event_ids, reason, now=None):
     with _writing(db) as session:
         ids = list(session.execute(
             sa.select(EVENTS.c.id)
-            .where(EVENTS.c.id.in_(list(event_ids)),
-                   EVENTS.c.status == 'IN_PROGRESS',
-                   EVENTS.c.claimed_by == engine_id)
+            .where(_still_claimed(event_ids, engine_id))
             .with_for_update()).scalars())
         if ids:
             session.execute(
