@@ -28,6 +28,7 @@ import contextlib
 import datetime
 import io
 import os
+import re
 import sys
 import threading
 from unittest import mock
@@ -427,6 +428,60 @@ _CLIENT_ENV_PREFIXES = ('OS_', 'NOVA_', 'NOVACLIENT_')
 _KEEP_ENV = ('OS_NOVA_DISABLE_EVENTLET_PATCHING', 'OS_STDOUT_CAPTURE',
              'OS_STDERR_CAPTURE', 'OS_LOG_CAPTURE', 'OS_TEST_TIMEOUT',
              'OS_DEBUG', 'NOVACLIENT_UUID_CACHE_DIR')
+
+
+class FaultInjector(object):
+    """WSGI wrapper in front of nova-api: a fault for matching requests.
+
+    A rule matches a method, a path regex and a substring of the body
+    (e.g. ``'"unshelve"'`` for the unshelve server action). ``times=None``
+    fails forever; ``status`` is the fault's code (500). ``calls`` counts
+    the matching requests by rule name, ``faults`` the ones answered with
+    a fault.
+    """
+
+    def __init__(self, app):
+        self.app = app
+        self.rules = {}
+        self.calls = collections.Counter()
+        self.faults = collections.Counter()
+        self._lock = threading.Lock()
+
+    def fail(self, name, method, path, body=None, times=None, status=500):
+        self.rules[name] = (method, re.compile(path), body, times, status)
+
+    def clear(self):
+        """Stop injecting (the counters are kept)."""
+        self.rules.clear()
+
+    def __call__(self, environ, start_response):
+        method = environ['REQUEST_METHOD']
+        path = environ.get('PATH_INFO', '')
+        data = None
+        for name, (m, regex, needle, times, code) in list(
+                self.rules.items()):
+            if m != method or not regex.search(path):
+                continue
+            if needle is not None:
+                if data is None:
+                    length = int(environ.get('CONTENT_LENGTH') or 0)
+                    data = environ['wsgi.input'].read(length)
+                    environ['wsgi.input'] = io.BytesIO(data)
+                if needle.encode() not in data:
+                    continue
+            with self._lock:
+                self.calls[name] += 1
+                inject = times is None or self.faults[name] < times
+                if inject:
+                    self.faults[name] += 1
+            if inject:
+                body = jsonutils.dump_as_bytes({'computeFault': {
+                    'code': code, 'message': 'injected fault %s' % name}})
+                start_response('%d Injected' % code, [
+                    ('Content-Type', 'application/json'),
+                    ('Content-Length', str(len(body)))])
+                return [body]
+        return self.app(environ, start_response)
 
 
 @contextlib.contextmanager

@@ -20,13 +20,8 @@ API application (the requests still reach Nova's real API, which answers
 the harness clock.
 """
 
-import collections
 import datetime
-import io
-import re
 import threading
-
-from oslo_serialization import jsonutils
 
 from nova_lease.db import api as db_api
 from nova_lease.db import migration
@@ -34,61 +29,14 @@ from nova_lease.periodic import engine as lease_engine
 from nova_lease.periodic import events as lease_events
 from nova_lease.plugins import instance
 from tests.functional import base
-
-
-class FaultInjector(object):
-    """WSGI wrapper: answer 500 to matching requests, ``times`` times.
-
-    A rule matches a method, a path regex and a substring of the body
-    (e.g. ``'"unshelve"'`` for the unshelve server action). ``times=None``
-    fails forever. ``calls`` counts the matching requests by rule name,
-    ``faults`` the ones answered with a fault.
-    """
-
-    def __init__(self, app):
-        self.app = app
-        self.rules = {}
-        self.calls = collections.Counter()
-        self.faults = collections.Counter()
-        self._lock = threading.Lock()
-
-    def fail(self, name, method, path, body=None, times=None, status=500):
-        self.rules[name] = (method, re.compile(path), body, times, status)
-
-    def __call__(self, environ, start_response):
-        method = environ['REQUEST_METHOD']
-        path = environ.get('PATH_INFO', '')
-        data = None
-        for name, (m, regex, needle, times, code) in self.rules.items():
-            if m != method or not regex.search(path):
-                continue
-            if needle is not None:
-                if data is None:
-                    length = int(environ.get('CONTENT_LENGTH') or 0)
-                    data = environ['wsgi.input'].read(length)
-                    environ['wsgi.input'] = io.BytesIO(data)
-                if needle.encode() not in data:
-                    continue
-            with self._lock:
-                self.calls[name] += 1
-                inject = times is None or self.faults[name] < times
-                if inject:
-                    self.faults[name] += 1
-            if inject:
-                body = jsonutils.dump_as_bytes({'computeFault': {
-                    'code': code, 'message': 'injected fault %s' % name}})
-                start_response('%d Injected' % code, [
-                    ('Content-Type', 'application/json'),
-                    ('Content-Length', str(len(body)))])
-                return [body]
-        return self.app(environ, start_response)
+from tests.functional import fixtures as lease_fixtures
 
 
 class EngineNovaTest(base.LeaseFunctionalBase):
 
     def setUp(self):
         super().setUp()
-        self.faults = FaultInjector(self.keystone.nova_app)
+        self.faults = lease_fixtures.FaultInjector(self.keystone.nova_app)
         self.keystone.nova_app = self.faults
         migration.upgrade(self.lease_db_url)
         self.addCleanup(db_api.reset_databases)

@@ -21,9 +21,7 @@ virtual:instance plugin talking to nova-api through the harness Keystone
 with python-novaclient). Time moves with the harness clock.
 """
 
-import collections
 import datetime
-import io
 import re
 import threading
 import time
@@ -39,54 +37,13 @@ from nova_lease.periodic import engine as lease_engine
 # Imported before Nova's fixtures forbid os.uname() (numpy calls it).
 from nova_lease.scheduler import filters  # noqa: F401
 from tests.functional import base
+from tests.functional import fixtures as lease_fixtures
 
 
 def _table_value(output, prop):
     match = re.search(r'^\|\s*%s\s*\|\s*(.*?)\s*\|$' % re.escape(prop),
                       output, re.MULTILINE)
     return match.group(1) if match else None
-
-
-class FaultInjector(object):
-    """WSGI wrapper in front of nova-api: 500 for matching requests."""
-
-    def __init__(self, app):
-        self.app = app
-        self.rules = {}
-        self.faults = collections.Counter()
-        self._lock = threading.Lock()
-
-    def fail(self, name, method, path, needle=None, times=None):
-        self.rules[name] = (method, re.compile(path), needle, times)
-
-    def clear(self):
-        self.rules.clear()
-
-    def __call__(self, environ, start_response):
-        data = None
-        for name, (method, path, needle, times) in list(self.rules.items()):
-            if environ['REQUEST_METHOD'] != method or not path.search(
-                    environ.get('PATH_INFO', '')):
-                continue
-            if needle is not None:
-                if data is None:
-                    length = int(environ.get('CONTENT_LENGTH') or 0)
-                    data = environ['wsgi.input'].read(length)
-                    environ['wsgi.input'] = io.BytesIO(data)
-                if needle.encode() not in data:
-                    continue
-            with self._lock:
-                inject = times is None or self.faults[name] < times
-                if inject:
-                    self.faults[name] += 1
-            if inject:
-                body = jsonutils.dump_as_bytes({'computeFault': {
-                    'code': 500, 'message': 'injected fault %s' % name}})
-                start_response('500 Injected', [
-                    ('Content-Type', 'application/json'),
-                    ('Content-Length', str(len(body)))])
-                return [body]
-        return self.app(environ, start_response)
 
 
 class RecordingNotifier(object):
@@ -113,7 +70,7 @@ class InstanceLeaseTest(base.LeaseFunctionalBase):
     def setUp(self):
         super().setUp()
         self.db = db_api.get_database(base.CONF)
-        self.faults = FaultInjector(self.keystone.nova_app)
+        self.faults = lease_fixtures.FaultInjector(self.keystone.nova_app)
         self.keystone.nova_app = self.faults
         self.notified = RecordingNotifier(self.clock)
         self.engine = self._engine()
