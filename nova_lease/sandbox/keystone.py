@@ -161,7 +161,8 @@ class Keystone(object):
             self._wait(procs, 'db_sync/fernet_setup/credential_setup')
             self._wait([self._manage(
                 'bootstrap',
-                '--bootstrap-password', self.passwords['admin'],
+                # One argument: a generated password may start with '-'.
+                '--bootstrap-password=%s' % self.passwords['admin'],
                 '--bootstrap-username', 'admin',
                 '--bootstrap-project-name', 'admin',
                 '--bootstrap-role-name', 'admin',
