@@ -21,14 +21,16 @@ a millisecond inside nova-api (it re-reads the check's argument spec at
 every node of the rule), and the boot of a leased server checks
 ``nova_lease:leases:create`` each time. A remembered grant is keyed by
 everything the decision depends on: the rule as it is now, with every
-``rule:`` reference resolved (so a policy file reload or an override is
-seen at once), the rule's scope types, the credentials and the target.
+``rule:`` reference resolved (so an override is seen at once, and a
+changed policy file within :data:`RELOAD_SECONDS`), the rule's scope
+types, the credentials and the target.
 Rules with checks that may depend on anything else (``http:``, checks
 registered by other libraries) are never remembered; refusals are not
 remembered either.
 """
 
 import threading
+import time
 
 from nova import exception as nova_exception
 from nova import policy as nova_policy
@@ -45,6 +47,8 @@ _LOCK = threading.Lock()
 _GRANTS = {}
 #: When _GRANTS holds more than this many keys, it is emptied.
 GRANTS_MAX = 1024
+#: A remembered grant reloads the policy files at most this often (s).
+RELOAD_SECONDS = 1.0
 #: Check classes whose result depends on the target and credentials only.
 _PURE_LEAVES = (_checks.RoleCheck, _checks.GenericCheck, _checks.TrueCheck,
                 _checks.FalseCheck)
@@ -131,8 +135,15 @@ def authorize(context, action, target, fatal=True):
     remembered (see the module's documentation).
     """
     enforcer = _enforcer()
-    # Picks up a changed policy file, as every Enforcer.enforce() does.
-    enforcer.load_rules()
+    # Picks up a changed policy file, as every Enforcer.enforce() does,
+    # but at most every RELOAD_SECONDS (a check that is not a remembered
+    # grant goes through Nova, which reloads anyway): looking for
+    # changed files costs a fifth of a millisecond.
+    now = time.monotonic()
+    if now - getattr(enforcer, '_nova_lease_loaded_at', -1e9) >= (
+            RELOAD_SECONDS):
+        enforcer.load_rules()
+        enforcer._nova_lease_loaded_at = now
     key = _grant_key(enforcer, context, action, target)
     if key is not None and key in _GRANTS:
         return True

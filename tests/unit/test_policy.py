@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 
+import fixtures
 from nova import conf as nova_conf
 from nova import context as nova_context
 from nova import policy as nova_policy
@@ -104,6 +105,31 @@ class PolicyTest(testtools.TestCase):
         rules = oslo_policy.Rules.from_dict({host_rules.LIST: '@'})
         nova_policy.set_rules(rules, overwrite=False)
         self.assertTrue(self._can(_ctx(['member']), host_rules.LIST))
+
+    def test_policy_file_change_applies_within_reload_seconds(self):
+        path = os.path.join(self.useFixture(
+            fixtures.TempDir()).path, 'policy.yaml')
+        with open(path, 'w') as f:
+            f.write('{}\n')
+        nova_conf.CONF.set_override('policy_file', path,
+                                    group='oslo_policy')
+        nova_policy.reset()
+        clock = [1000.0]
+        self.useFixture(fixtures.MockPatch(
+            'nova_lease.policy.time.monotonic', side_effect=lambda: clock[0]))
+        member = _ctx(['reader', 'member'])
+        self.assertTrue(self._can(member, lease_rules.CREATE))
+        with open(path, 'w') as f:
+            f.write('"%s": "!"\n' % lease_rules.CREATE)
+        later = os.stat(path).st_mtime + 10    # (a newer mtime is seen)
+        os.utime(path, (later, later))
+        # A remembered grant reads the files again at most every
+        # RELOAD_SECONDS...
+        clock[0] += policy.RELOAD_SECONDS / 2
+        self.assertTrue(self._can(member, lease_rules.CREATE))
+        # ...then the change applies.
+        clock[0] += policy.RELOAD_SECONDS
+        self.assertFalse(self._can(member, lease_rules.CREATE))
 
     def test_rules_named_and_documented(self):
         names = [r.name for r in policies.list_rules()]

@@ -963,6 +963,123 @@ class _LockServerTests(object):
         self.assertLess(acquired, released)
 
 
+class _FastPathTests(object):
+    """lease_create and reservations_link run on the DBAPI cursor."""
+
+    def _sqlalchemy_writes(self):
+        # Statements that went through SQLAlchemy's execution layer.
+        writes = []
+
+        def record(conn, cursor, statement, *args):
+            if not statement.lstrip().upper().startswith('SELECT'):
+                writes.append(statement.split()[0:3])
+        sa.event.listen(self.db.engine, 'before_cursor_execute', record)
+        self.addCleanup(sa.event.remove, self.db.engine,
+                        'before_cursor_execute', record)
+        return writes
+
+    def _boot_lease(self, **kw):
+        events = _events()
+        events[0]['next_attempt_at'] = T0 + HOUR
+        return api.lease_create(
+            self.db, _lease(before_end_date=T0 + HOUR, retries=1, **kw),
+            reservations=[_instance_reservation(
+                resource_id=None, properties={'vcpus': 1, 'index': i})
+                for i in range(2)],
+            events=events)
+
+    def test_lease_create_reads_back_what_it_returned(self):
+        top = api.change_probe(self.db)[1] or 0
+        writes = self._sqlalchemy_writes()
+        created = self._boot_lease()
+        self.assertEqual([], writes)
+        self.assertEqual(created, api.lease_get(self.db, created['id']))
+        # Microseconds and the reservations' JSON survive the DBAPI path.
+        self.assertEqual(T0, created['start_date'])
+        self.assertEqual(T0 + HOUR, created['events'][0]['next_attempt_at'])
+        self.assertEqual(
+            {created['id']},
+            {lease_id for _id, lease_id, _r in api.change_rows(self.db, top)})
+        self.assertEqual(
+            {r['id'] for r in created['reservations']},
+            {rid for _id, _l, rid in api.change_rows(self.db, top)})
+
+    def test_reservations_link(self):
+        lease = self._boot_lease()
+        first, second = lease['reservations']
+        start = lease['events'][0]
+        top = api.change_probe(self.db)[1]
+        writes = self._sqlalchemy_writes()
+        api.reservations_link(self.db, [(first['id'], 'server-a')],
+                              drop=[second['id']],
+                              release_events=[start['id']], now=T0)
+        self.assertEqual([], writes)
+        again = api.lease_get(self.db, lease['id'])
+        [linked] = again['reservations']
+        self.assertEqual('server-a', linked['resource_id'])
+        self.assertEqual(T0, linked['updated_at'])
+        self.assertIsNone(again['events'][0]['next_attempt_at'])
+        self.assertEqual({first['id'], second['id']},
+                         {rid for _id, _l, rid in
+                          api.change_rows(self.db, top)})
+
+    def test_link_refusals_come_from_the_slow_path(self):
+        # The fast path rolls back and lets the slow one raise; nothing
+        # of the refused transaction is left.
+        lease = self._boot_lease()
+        first, second = lease['reservations']
+        start = lease['events'][0]
+        api.reservations_link(self.db, [(first['id'], 'server-a')])
+        top = api.change_probe(self.db)[1]
+        self.assertRaises(api.StatusConflict, api.reservations_link,
+                          self.db, [(second['id'], 'server-b'),
+                                    (first['id'], 'server-c')])
+        self.assertRaises(api.ReservationNotFound, api.reservations_link,
+                          self.db, [(second['id'], 'server-b')],
+                          drop=['no-such-reservation'])
+        self.assertRaises(api.StatusConflict, api.reservations_link,
+                          self.db, [(second['id'], 'server-b')],
+                          release_events=[start['id']],
+                          event_status='DONE')
+        again = api.lease_get(self.db, lease['id'])
+        self.assertEqual({first['id']: 'server-a', second['id']: None},
+                         {r['id']: r['resource_id']
+                          for r in again['reservations']})
+        self.assertEqual(T0 + HOUR, again['events'][0]['next_attempt_at'])
+        self.assertEqual(top, api.change_probe(self.db)[1])
+
+    def test_lease_create_errors_come_from_the_slow_path(self):
+        lease = self._boot_lease()
+        self.assertRaises(api.LeaseExists, self._boot_lease, id=lease['id'])
+        self.assertEqual([lease['id']],
+                         [x['id'] for x in api.lease_list(self.db)])
+
+    def test_the_fast_path_prunes_the_journal(self):
+        timeutils.set_time_override(T0 - api.CHANGE_RETENTION - HOUR)
+        self.addCleanup(timeutils.clear_time_override)
+        self._boot_lease(name='old')
+        timeutils.set_time_override(T0)
+        self.patch(api, 'CHANGE_PRUNE_EVERY', 1)
+        writes = self._sqlalchemy_writes()
+        new = self._boot_lease(name='new')
+        self.assertEqual([], writes)
+        self.assertEqual({new['id']},
+                         {lease_id for _i, lease_id, _r in
+                          api.change_rows(self.db, 0)})
+
+
+class FastPathSQLiteTest(_FastPathTests, base.SQLiteTestCase):
+    pass
+
+
+class FastPathMySQLTest(_FastPathTests, base.MySQLTestCase):
+    pass
+
+
+class FastPathPostgreSQLTest(_FastPathTests, base.PostgreSQLTestCase):
+    pass
+
+
 class LeaseSQLiteTest(_LeaseTests, base.SQLiteTestCase):
     pass
 
