@@ -485,30 +485,28 @@ def invalidate_host_cache():
         _HOST_CACHE.clear()
 
 
-def _fingerprint(session):
-    return db_api.host_fingerprint(session)
+def _cached_registry(session):
+    """(host rows, fingerprint) as last read by this process, or None."""
+    with _CACHE_LOCK:
+        cached = _HOST_CACHE.get(str(db_api.url_of(session)))
+        if cached is not None and cached[0] == _GENERATION[0]:
+            return cached[1:]
+    return None
 
 
-def registered_hosts(session):
-    """Reservable host rows (with capabilities and parsed facts).
-
-    Read through the per-process cache; ``session`` is the caller's
-    transaction, so the fingerprint is checked in its snapshot.
-    """
-    key = str(session.get_bind().url)
-    fingerprint = _fingerprint(session)
+def _read_registry(session):
+    """(host rows, fingerprint) read in session's transaction, and kept."""
+    key = str(db_api.url_of(session))
     with _CACHE_LOCK:
         generation = _GENERATION[0]
-        cached = _HOST_CACHE.get(key)
-    if cached is not None and cached[:2] == (generation, fingerprint):
-        return cached[2]
+    fingerprint = db_api.host_fingerprint(session)
     rows = db_api.host_list(session, reservable=True)
     for row in rows:
         row['_facts'] = host_facts(row)
     with _CACHE_LOCK:
         if _GENERATION[0] == generation:
-            _HOST_CACHE[key] = (generation, fingerprint, rows)
-    return rows
+            _HOST_CACHE[key] = (generation, rows, fingerprint)
+    return rows, fingerprint
 
 
 # -- allocation -------------------------------------------------------------
@@ -585,18 +583,37 @@ def _pick(hosts, requests, busy_of, window):
     return picks
 
 
+class _RegistryChanged(Exception):
+    pass
+
+
 def _allocate(session, requests, start, stop, window, exclude_reservations):
-    """Pick, lock and re-check hosts in the writer ``session``."""
-    hosts = registered_hosts(session)
+    """Pick, lock and re-check hosts in the writer ``session``.
+
+    The cached host registry is checked against its fingerprint by the
+    first query that reads allocations (one round trip for both).
+    """
+    cached = _cached_registry(session)
+    if cached is None:
+        hosts, fingerprint = _read_registry(session)
+        checked = True
+    else:
+        (hosts, fingerprint), checked = cached, False
     excluded = set(exclude_reservations or ())
     known_busy = set()
 
     def busy_hosts(names):
-        if not names:
-            return set()
-        return {a['host'] for a in db_api.allocation_list(
-            session, hosts=names, start=start, end=stop)
-            if a['reservation_id'] not in excluded}
+        nonlocal checked
+        if checked:
+            busy = db_api.allocation_busy(session, names, start, stop)
+        else:
+            busy, now = db_api.allocation_busy(session, names, start, stop,
+                                               fingerprint=True)
+            checked = True
+            if now != fingerprint:
+                raise _RegistryChanged()
+        return {host for host, reservation_id in busy
+                if reservation_id not in excluded}
 
     def busy_of(names):
         return known_busy | busy_hosts(
@@ -604,7 +621,24 @@ def _allocate(session, requests, start, stop, window, exclude_reservations):
 
     locked = set()
     while True:
-        picks = _pick(hosts, requests, busy_of, window)
+        refused = None
+        try:
+            picks = _pick(hosts, requests, busy_of, window)
+        except NotEnoughHosts as e:
+            picks, refused = None, e
+        except _RegistryChanged:
+            picks = None
+        if not checked:
+            # (No allocation was read: nothing matched.)
+            checked = db_api.host_fingerprint(session) == fingerprint
+        if refused is not None and checked:
+            raise refused
+        if picks is None or not checked:
+            # The registry changed since this process read it.
+            hosts, fingerprint = _read_registry(session)
+            checked = True
+            known_busy = set()
+            continue
         names = sorted({h['hypervisor_hostname']
                         for _field, chosen in picks for h in chosen})
         # Lock what we chose, then look again: a concurrent writer may
@@ -646,7 +680,8 @@ def create_host_lease(db, lease_values, requests, events,
     start, end = lease_values['start_date'], lease_values['end_date']
     stop = booked_end(end, cleaning_minutes)
     window = _window_text(start, end, cleaning_minutes)
-    with db.writer() as session:
+    # A Core connection: the ORM Session adds nothing here but cost.
+    with db.connection(writer=True) as session:
         picks = _allocate(session, requests, start, stop, window, ())
         reservations = []
         for (field, request), (_f, chosen) in zip(requests, picks):

@@ -37,6 +37,7 @@ import datetime
 import os
 import sqlite3
 import threading
+import types
 
 from oslo_db import api as oslo_db_api
 from oslo_db import exception as db_exc
@@ -375,7 +376,7 @@ retry_on_deadlock = oslo_db_api.wrap_db_retry(
 
 @contextlib.contextmanager
 def _reading(db):
-    if isinstance(db, orm.Session):
+    if isinstance(db, (orm.Session, sa.engine.Connection)):
         yield db
     else:
         with db.reader() as session:
@@ -652,8 +653,74 @@ class _FastPathMiss(Exception):
     """Raised by a fast path to roll back and run the slow path."""
 
 
+class _PreparedIn(object):
+    """_Prepared statements with an IN list of bound parameters.
+
+    ``build(binds)`` makes the statement from a list of bindparams; one
+    statement is compiled per list length, rounded up to a power of two
+    (the list is padded with NULLs, which match nothing), so that no call
+    compiles or expands anything.
+    """
+
+    def __init__(self, build):
+        self._build = build
+        self._by_size = {}
+
+    def prepared(self, values, params=None):
+        """(_Prepared, its parameters) for the IN list values."""
+        size = 1
+        while size < len(values):
+            size *= 2
+        found = self._by_size.get(size)
+        if found is None:
+            found = _Prepared(self._build(
+                [sa.bindparam('in_%d' % i) for i in range(size)]))
+            self._by_size[size] = found
+        params = dict(params or {})
+        for i in range(size):
+            params['in_%d' % i] = values[i] if i < len(values) else None
+        return found, params
+
+
+@contextlib.contextmanager
+def _caller_cursor(session):
+    """(DBAPI cursor, dialect) of the caller's transaction (a Session or
+    a Connection); DBAPI errors are mapped as SQLAlchemy and oslo.db map
+    them (DBDeadlock, DBDuplicateEntry, DBConnectionError, DBError...).
+    """
+    conn = session.connection() if isinstance(session, orm.Session) else (
+        session)
+    dialect = conn.dialect
+    cursor = conn.connection.dbapi_connection.cursor()
+    try:
+        yield cursor, dialect
+    except dialect.loaded_dbapi.Error as e:
+        _raise_mapped(e, dialect)
+    finally:
+        cursor.close()
+
+
+def _raise_mapped(error, dialect):
+    """Raise what oslo.db's filters make of a raw DBAPI error."""
+    wrapped = sa.exc.DBAPIError.instance(
+        None, None, error, dialect.loaded_dbapi.Error, dialect=dialect)
+    context = types.SimpleNamespace(
+        original_exception=error, sqlalchemy_exception=wrapped,
+        dialect=dialect, connection=None,
+        is_disconnect=dialect.is_disconnect(error, None, None))
+    if isinstance(error, sqlite3.OperationalError) and (
+            'database is locked' in str(error)):
+        raise db_exc.DBDeadlock(wrapped)
+    exc_filters.handler(context)
+    raise db_exc.DBError(wrapped)
+
+
 _FAST_INSERTS = {table: _Prepared(stmt)
                  for table, stmt in _BOOT_INSERTS.items()}
+# (Without the id column: PostgreSQL refuses a NULL for its sequence.)
+_FAST_ALLOCATION_INSERT = _Prepared(sa.insert(ALLOCATIONS).values({
+    column.key: sa.bindparam('b_' + column.key)
+    for column in ALLOCATIONS.c if column.key != 'id'}))
 
 
 def lease_create(db, lease_values, reservations=(), events=(),
@@ -697,20 +764,40 @@ def lease_create(db, lease_values, reservations=(), events=(),
     event_rows = [_complete(EVENTS, e, now) for e in event_rows]
     changes = ([(lease_id, r['id']) for r in reservation_rows]
                or [(lease_id, None)])
+    step = [None]
 
     def fast(cursor, dialect):
+        step[0] = LEASES
         _FAST_INSERTS[LEASES].execute(cursor, dialect, lease)
+        step[0] = RESERVATIONS
         _FAST_INSERTS[RESERVATIONS].executemany(cursor, dialect,
                                                 reservation_rows)
+        step[0] = EVENTS
         _FAST_INSERTS[EVENTS].executemany(cursor, dialect, event_rows)
+        step[0] = None
+        _FAST_ALLOCATION_INSERT.executemany(cursor, dialect, [
+            {'b_' + k: v for k, v in _complete(ALLOCATIONS, a, now).items()}
+            for a in allocation_rows])
         _journal_fast(cursor, dialect, changes)
 
-    if allocation_rows:
-        _lease_insert(db, lease, reservation_rows, event_rows,
-                      allocation_rows, changes)
-    else:
+    if isinstance(db, Database):
         _fast_path(db, fast, lambda: _lease_insert(
-            db, lease, reservation_rows, event_rows, (), changes))
+            db, lease, reservation_rows, event_rows, allocation_rows,
+            changes))
+    else:
+        # The caller's transaction: no second chance, errors mapped here.
+        _require_writer(db)
+        try:
+            with _caller_cursor(db) as (cursor, dialect):
+                fast(cursor, dialect)
+        except db_exc.DBDuplicateEntry as e:
+            if step[0] is LEASES:
+                raise LeaseExists(lease_id=lease_id)
+            if step[0] is RESERVATIONS:
+                raise ReservationExists(reservation_id=e.value)
+            if step[0] is EVENTS:
+                raise EventExists(event_id=e.value)
+            raise
     result = dict(lease)
     result['reservations'] = [
         _reservation_dict(r) for r in
@@ -1412,6 +1499,53 @@ def allocation_list(db, hosts=None, start=None, end=None,
         return _dicts(session.execute(stmt))
 
 
+_BUSY = _PreparedIn(lambda binds: sa.select(
+    ALLOCATIONS.c.host, ALLOCATIONS.c.reservation_id).where(
+        ALLOCATIONS.c.host.in_(binds),
+        ALLOCATIONS.c.start_date < sa.bindparam('b_end'),
+        ALLOCATIONS.c.end_date > sa.bindparam('b_start')).distinct())
+
+
+def _busy_and_fingerprint(binds):
+    marker = _host_fingerprint_select().subquery('fingerprint')
+    return sa.select(*marker.c, ALLOCATIONS.c.host,
+                     ALLOCATIONS.c.reservation_id).select_from(
+        marker.outerjoin(ALLOCATIONS, sa.and_(
+            ALLOCATIONS.c.host.in_(binds),
+            ALLOCATIONS.c.start_date < sa.bindparam('b_end'),
+            ALLOCATIONS.c.end_date > sa.bindparam('b_start'))))
+
+
+_BUSY_AND_FINGERPRINT = _PreparedIn(_busy_and_fingerprint)
+
+
+def allocation_busy(session, hosts, start, end, fingerprint=False):
+    """``(host, reservation id)`` of the allocations overlapping [start,
+    end) on hosts (hypervisor hostnames), in the caller's transaction.
+
+    What host allocation asks at every step: one indexed query, no
+    statement built or compiled (see _PreparedIn). With ``fingerprint``,
+    the same query also reads :func:`host_fingerprint`: returns (that
+    set, the fingerprint).
+    """
+    hosts = list(hosts)
+    if not hosts and not fingerprint:
+        return set()
+    times = {'b_start': _naive_utc(start), 'b_end': _naive_utc(end)}
+    if not fingerprint:
+        prepared, params = _BUSY.prepared(hosts, times)
+        with _caller_cursor(session) as (cursor, dialect):
+            prepared.execute(cursor, dialect, params)
+            return {tuple(row) for row in cursor.fetchall()}
+    prepared, params = _BUSY_AND_FINGERPRINT.prepared(hosts, times)
+    with _caller_cursor(session) as (cursor, dialect):
+        prepared.execute(cursor, dialect, params)
+        rows = cursor.fetchall()
+    width = len(rows[0]) - 2
+    return ({tuple(row[width:]) for row in rows if row[width] is not None},
+            tuple(str(v) for v in rows[0][:width]))
+
+
 def allocation_update(db, allocation_id, values):
     """Update an allocation; its dict. Raises AllocationNotFound."""
     values = _clean(ALLOCATIONS, 'allocation', values)
@@ -1514,14 +1648,23 @@ def _host_get(session, where, host):
     return _with_capabilities(session, [dict(row)])[0]
 
 
-def host_fingerprint(db):
-    """A change marker of the hosts table (count, max id, max times)."""
-    with _reading(db) as session:
-        row = session.execute(sa.select(
-            sa.func.count(), sa.func.max(HOSTS.c.id),
-            sa.func.max(HOSTS.c.created_at),
-            sa.func.max(HOSTS.c.updated_at))).one()
-    return tuple(str(v) for v in row)
+def _host_fingerprint_select():
+    return sa.select(
+        sa.func.count().label('hosts'), sa.func.max(HOSTS.c.id).label('top'),
+        sa.func.max(HOSTS.c.created_at).label('created'),
+        sa.func.max(HOSTS.c.updated_at).label('updated'))
+
+
+_HOST_FINGERPRINT = _Prepared(_host_fingerprint_select())
+
+
+def host_fingerprint(session):
+    """A change marker of the hosts table (count, max id, max times), in
+    the caller's transaction (a Session or a Connection).
+    """
+    with _caller_cursor(session) as (cursor, dialect):
+        _HOST_FINGERPRINT.execute(cursor, dialect, {})
+        return tuple(str(v) for v in cursor.fetchone())
 
 
 def host_create(db, values):
@@ -1606,6 +1749,23 @@ def host_destroy(db, host_id):
 
 # -- locks ------------------------------------------------------------------
 
+_LOCK_ROWS = _PreparedIn(lambda binds: sa.select(LOCKS.c.name).where(
+    LOCKS.c.name.in_(binds)).order_by(LOCKS.c.name).with_for_update())
+
+
+def _dialect_of(session):
+    if isinstance(session, orm.Session):
+        return session.get_bind().dialect
+    return session.dialect
+
+
+def url_of(session):
+    """The database URL of a Session or Connection."""
+    if isinstance(session, orm.Session):
+        return session.get_bind().url
+    return session.engine.url
+
+
 def lock(session, names):
     """Take exclusive named locks until session's transaction ends.
 
@@ -1620,12 +1780,13 @@ def lock(session, names):
     """
     _require_writer(session)
     names = sorted(set(names))
-    backend = session.get_bind().dialect.name
+    backend = _dialect_of(session).name
     if not names or backend == 'sqlite':
         return
-    found = set(session.execute(
-        sa.select(LOCKS.c.name).where(LOCKS.c.name.in_(names))
-        .order_by(LOCKS.c.name).with_for_update()).scalars())
+    prepared, params = _LOCK_ROWS.prepared(names)
+    with _caller_cursor(session) as (cursor, dialect):
+        prepared.execute(cursor, dialect, params)
+        found = {row[0] for row in cursor.fetchall()}
     missing = [{'name': name} for name in names if name not in found]
     if not missing:
         return

@@ -118,6 +118,41 @@ class _AllocationTests(object):
             self.db, lease_id=lease['id'])))
         self.assertRaises(hosts.NotEnoughHosts, self._create, 'c', START)
 
+    def _hosts_of(self, lease):
+        return [a['host'] for a in db_api.allocation_list(
+            self.db, lease_id=lease['id'])]
+
+    def test_registry_changed_by_another_process(self):
+        # This process keeps the host registry; changes written by another
+        # process (here: straight through db.api, without
+        # hosts.invalidate_host_cache) are seen by the next allocation.
+        self._hosts(1, ssd='false')
+        ssd = hosts.HostRequest(min=1, max=1, extra_specs={'ssd': 'true'})
+        self.assertRaises(hosts.NotEnoughHosts, self._create, 'a', START,
+                          request=ssd)
+        # A new host (nothing matched in the cached registry).
+        db_api.host_create(self.db, {
+            'hypervisor_hostname': 'node01', 'service_host': 'node01',
+            'availability_zone': 'nova', 'vcpus': 8, 'memory_mb': 16384,
+            'local_gb': 100, 'capabilities': {'ssd': 'true'}})
+        lease = self._create('b', START, request=ssd)
+        self.assertEqual(['node01'], self._hosts_of(lease))
+        # New capabilities (the cached registry matches node01 only, which
+        # is booked: the allocations' query sees the change).
+        node00 = db_api.host_get_by_hostname(self.db, 'node00')
+        db_api.host_update(self.db, node00['id'],
+                           {'capabilities': {'ssd': 'true'}})
+        lease = self._create('c', START, request=ssd)
+        self.assertEqual(['node00'], self._hosts_of(lease))
+        # A host no longer reservable (matched by the cached registry, free
+        # at that time).
+        node01 = db_api.host_get_by_hostname(self.db, 'node01')
+        db_api.host_update(self.db, node01['id'], {'reservable': False})
+        later = START + datetime.timedelta(days=1)
+        lease = self._create('d', later, request=hosts.HostRequest(
+            min=1, max=2, extra_specs={'ssd': 'true'}))
+        self.assertEqual(['node00'], self._hosts_of(lease))
+
 
 class AllocationSQLiteTest(_AllocationTests, base.SQLiteTestCase):
     pass
