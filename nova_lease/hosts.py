@@ -607,10 +607,10 @@ def _allocate(session, requests, start, stop, window, exclude_reservations):
         if checked:
             busy = db_api.allocation_busy(session, names, start, stop)
         else:
-            busy, now = db_api.allocation_busy(session, names, start, stop,
-                                               fingerprint=True)
+            busy, current = db_api.allocation_busy(
+                session, names, start, stop, fingerprint=True)
             checked = True
-            if now != fingerprint:
+            if current != fingerprint:
                 raise _RegistryChanged()
         return {host for host, reservation_id in busy
                 if reservation_id not in excluded}

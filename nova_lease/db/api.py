@@ -711,8 +711,9 @@ def _raise_mapped(error, dialect):
     if isinstance(error, sqlite3.OperationalError) and (
             'database is locked' in str(error)):
         raise db_exc.DBDeadlock(wrapped)
-    exc_filters.handler(context)
-    raise db_exc.DBError(wrapped)
+    # (A handle_error listener: it returns the exception to raise.)
+    mapped = exc_filters.handler(context)
+    raise mapped if mapped is not None else db_exc.DBError(wrapped)
 
 
 _FAST_INSERTS = {table: _Prepared(stmt)

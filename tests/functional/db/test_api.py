@@ -1054,6 +1054,22 @@ class _FastPathTests(object):
         self.assertEqual([lease['id']],
                          [x['id'] for x in api.lease_list(self.db)])
 
+    def test_errors_in_the_callers_transaction_are_mapped(self):
+        # In the caller's transaction there is no second chance: the DBAPI
+        # error is mapped through oslo.db's filters.
+        lease = self._boot_lease()
+        taken = lease['reservations'][0]['id']
+        for values, reservation, error in (
+                (_lease(id=lease['id']), {}, api.LeaseExists),
+                (_lease(), {'id': taken}, api.ReservationExists)):
+            def create():
+                with self.db.writer() as session:
+                    api.lease_create(session, values, reservations=[
+                        _instance_reservation(**reservation)])
+            self.assertRaises(error, create)
+        self.assertEqual([lease['id']],
+                         [x['id'] for x in api.lease_list(self.db)])
+
     def test_the_fast_path_prunes_the_journal(self):
         timeutils.set_time_override(T0 - api.CHANGE_RETENTION - HOUR)
         self.addCleanup(timeutils.clear_time_override)
