@@ -467,11 +467,10 @@ def _size_key(host):
 # Every allocation needs every registered host with its capabilities
 # (1,000 hosts: several thousand rows, most of the cost of an allocation).
 # The registry changes rarely, so each process keeps a copy, checked in
-# every allocation transaction against a fingerprint of the hosts table:
-# row count, highest id, latest created_at and updated_at (host_update
-# always sets updated_at, so a change of capabilities moves it too).
-# Changes made by this process also bump a local generation
-# (invalidate_host_cache), which covers two changes within one clock tick.
+# every allocation transaction against the registry's generation, a row
+# that every host writer of nova_lease.db.api moves in its transaction
+# (db.api.host_fingerprint). Changes made by this process also bump a
+# local generation (invalidate_host_cache).
 
 _CACHE_LOCK = threading.Lock()
 _HOST_CACHE = {}

@@ -49,6 +49,7 @@ from oslo_utils import uuidutils
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 from sqlalchemy.dialects import postgresql
+from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy import event as sa_event
 from sqlalchemy import orm
 from sqlalchemy import pool as sa_pool
@@ -67,6 +68,7 @@ HOSTS = models.HOSTS
 HOST_CAPABILITIES = models.HOST_CAPABILITIES
 LOCKS = models.LOCKS
 LEASE_CHANGES = models.LEASE_CHANGES
+GENERATIONS = models.GENERATIONS
 
 # Events due at the same time run in this order: a lease that ends at T
 # frees its resources before a lease that starts at T takes them, and the
@@ -188,8 +190,13 @@ def _create_engine(url):
         # READ): a statement that follows lock_hosts() sees what the
         # previous lock holder committed, and InnoDB takes no gap locks.
         # (MySQL then needs binlog_format ROW or MIXED, the defaults.)
+        # No ROLLBACK when a connection goes back to the pool (a round
+        # trip per transaction): every transaction of this module ends in
+        # a COMMIT or a ROLLBACK of its own (Database's context managers),
+        # and a Connection closed with its transaction open rolls it back.
         kwargs.update(pool_pre_ping=True, pool_recycle=3600, pool_size=5,
-                      max_overflow=50, isolation_level='READ COMMITTED')
+                      max_overflow=50, isolation_level='READ COMMITTED',
+                      pool_reset_on_return=None)
         if backend == 'mysql' and 'charset' not in url.query:
             kwargs['connect_args'] = {'charset': 'utf8mb4'}
     engine = sa.create_engine(url, **kwargs)
@@ -1649,19 +1656,42 @@ def _host_get(session, where, host):
     return _with_capabilities(session, [dict(row)])[0]
 
 
+HOSTS_GENERATION = 'hosts'
+
+
 def _host_fingerprint_select():
+    # (max(): one row, NULLs before the first host write.)
     return sa.select(
-        sa.func.count().label('hosts'), sa.func.max(HOSTS.c.id).label('top'),
-        sa.func.max(HOSTS.c.created_at).label('created'),
-        sa.func.max(HOSTS.c.updated_at).label('updated'))
+        sa.func.max(GENERATIONS.c.value).label('generation'),
+        sa.func.max(GENERATIONS.c.updated_at).label('generation_at')).where(
+            GENERATIONS.c.name == HOSTS_GENERATION)
 
 
 _HOST_FINGERPRINT = _Prepared(_host_fingerprint_select())
 
 
+def _bump_generation(session, name):
+    """Count one more change of what ``name`` names (see Generation)."""
+    backend = _dialect_of(session).name
+    values = {'name': name, 'value': 1,
+              'updated_at': _naive_utc(timeutils.utcnow())}
+    bumped = {'value': GENERATIONS.c.value + 1,
+              'updated_at': values['updated_at']}
+    if backend == 'mysql':
+        stmt = mysql.insert(GENERATIONS).values(**values)
+        stmt = stmt.on_duplicate_key_update(**bumped)
+    else:
+        module = postgresql if backend == 'postgresql' else sqlite_dialect
+        stmt = module.insert(GENERATIONS).values(**values)
+        stmt = stmt.on_conflict_do_update(index_elements=['name'],
+                                          set_=bumped)
+    session.execute(stmt)
+
+
 def host_fingerprint(session):
-    """A change marker of the hosts table (count, max id, max times), in
-    the caller's transaction (a Session or a Connection).
+    """A change marker of the host registry (the ``hosts`` generation:
+    its value and time), in the caller's transaction (a Session or a
+    Connection). Every host writer of this module moves it.
     """
     with _caller_cursor(session) as (cursor, dialect):
         _HOST_FINGERPRINT.execute(cursor, dialect, {})
@@ -1684,6 +1714,7 @@ def host_create(db, values):
             raise HostExists(host=row.get('hypervisor_hostname'))
         host_id = result.inserted_primary_key[0]
         _set_capabilities(session, host_id, capabilities)
+        _bump_generation(session, HOSTS_GENERATION)
         return _host_get(session, HOSTS.c.id == host_id, host_id)
 
 
@@ -1735,6 +1766,7 @@ def host_update(db, host_id, values):
         if result.rowcount != 1:
             raise HostNotFound(host=host_id)
         _set_capabilities(session, host_id, capabilities)
+        _bump_generation(session, HOSTS_GENERATION)
         return _host_get(session, HOSTS.c.id == host_id, host_id)
 
 
@@ -1746,6 +1778,7 @@ def host_destroy(db, host_id):
             sa.delete(HOSTS).where(HOSTS.c.id == host_id))
         if result.rowcount != 1:
             raise HostNotFound(host=host_id)
+        _bump_generation(session, HOSTS_GENERATION)
 
 
 # -- locks ------------------------------------------------------------------

@@ -295,6 +295,27 @@ class Lock(Base):
         sa.String(NAME_LEN), primary_key=True)
 
 
+class Generation(Base):
+    """A counter that writers bump when they change what processes cache.
+
+    ``hosts``: bumped (value + 1, updated_at now) by every host_create,
+    host_update and host_destroy of nova_lease.db.api, in its transaction.
+    Each nova-api process keeps a copy of the host registry
+    (nova_lease.hosts) and checks it against this row, one primary key
+    lookup, at every allocation. The row is created by the first bump.
+    """
+
+    __tablename__ = 'generations'
+    __table_args__ = (MYSQL_TABLE_ARGS,)
+
+    name: orm.Mapped[str] = orm.mapped_column(
+        sa.String(64), primary_key=True)
+    value: orm.Mapped[int] = orm.mapped_column(
+        BigInteger, nullable=False, default=0)
+    updated_at: orm.Mapped[datetime.datetime] = orm.mapped_column(
+        DateTime, nullable=False)
+
+
 class LeaseChange(Base):
     """The change journal of the promises the scheduler caches.
 
@@ -332,3 +353,4 @@ HOSTS = Host.__table__
 HOST_CAPABILITIES = HostCapability.__table__
 LOCKS = Lock.__table__
 LEASE_CHANGES = LeaseChange.__table__
+GENERATIONS = Generation.__table__

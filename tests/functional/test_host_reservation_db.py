@@ -122,6 +122,12 @@ class _AllocationTests(object):
         return [a['host'] for a in db_api.allocation_list(
             self.db, lease_id=lease['id'])]
 
+    def _ssd_host(self, name):
+        return db_api.host_create(self.db, {
+            'hypervisor_hostname': name, 'service_host': name,
+            'availability_zone': 'nova', 'vcpus': 8, 'memory_mb': 16384,
+            'local_gb': 100, 'capabilities': {'ssd': 'true'}})
+
     def test_registry_changed_by_another_process(self):
         # This process keeps the host registry; changes written by another
         # process (here: straight through db.api, without
@@ -131,10 +137,7 @@ class _AllocationTests(object):
         self.assertRaises(hosts.NotEnoughHosts, self._create, 'a', START,
                           request=ssd)
         # A new host (nothing matched in the cached registry).
-        db_api.host_create(self.db, {
-            'hypervisor_hostname': 'node01', 'service_host': 'node01',
-            'availability_zone': 'nova', 'vcpus': 8, 'memory_mb': 16384,
-            'local_gb': 100, 'capabilities': {'ssd': 'true'}})
+        self._ssd_host('node01')
         lease = self._create('b', START, request=ssd)
         self.assertEqual(['node01'], self._hosts_of(lease))
         # New capabilities (the cached registry matches node01 only, which
@@ -152,6 +155,16 @@ class _AllocationTests(object):
         lease = self._create('d', later, request=hosts.HostRequest(
             min=1, max=2, extra_specs={'ssd': 'true'}))
         self.assertEqual(['node00'], self._hosts_of(lease))
+        # A host removed (matched by the cached registry, free).
+        node02 = self._ssd_host('node02')
+        two = hosts.HostRequest(min=2, max=2, extra_specs={'ssd': 'true'})
+        later = START + datetime.timedelta(days=2)
+        lease = self._create('e', later, request=two)
+        self.assertEqual(['node00', 'node02'], self._hosts_of(lease))
+        db_api.lease_destroy(self.db, lease['id'])
+        db_api.host_destroy(self.db, node02['id'])
+        self.assertRaises(hosts.NotEnoughHosts, self._create, 'f', later,
+                          request=two)
 
 
 class AllocationSQLiteTest(_AllocationTests, base.SQLiteTestCase):
