@@ -155,11 +155,13 @@ process wake it at once.
                default=500,
                min=1,
                help="""
-Most events one engine claims in one database transaction.
+Most events one engine has claimed and not yet recorded.
 
 Due events are claimed in batches and run in parallel on the engine's
 worker threads; a smaller batch spreads a burst of events more evenly over
-several engine processes.
+several engine processes. While more than twice ``engine_workers`` actions
+are waiting or running, the engine claims again only once a quarter of the
+batch is free (a claim costs a transaction whatever its size).
 """),
     cfg.IntOpt('engine_workers',
                default=16,

@@ -517,7 +517,9 @@ def _cas_failed(session, table, kind, row_id, statuses, expected,
 
 
 def _dicts(result):
-    return [dict(row) for row in result.mappings()]
+    # (zip with the keys: a RowMapping per row costs more than the row.)
+    keys = list(result.keys())
+    return [dict(zip(keys, row)) for row in result]
 
 
 def _reservation_dict(row):
@@ -616,10 +618,17 @@ class _Prepared(object):
         return cursor.rowcount
 
     def executemany(self, cursor, dialect, rows):
-        if rows:
-            sql = self._for(dialect)[0]
-            cursor.executemany(sql, [self.params(dialect, row)
-                                     for row in rows])
+        if not rows:
+            return
+        sql = self._for(dialect)[0]
+        params = [self.params(dialect, row) for row in rows]
+        if len(params) > 1 and dialect.driver == 'psycopg2':
+            # psycopg2's executemany is a round trip per row; PyMySQL's
+            # sends one multi-row INSERT, sqlite3 has no round trips.
+            from psycopg2 import extras
+            extras.execute_batch(cursor, sql, params, page_size=500)
+        else:
+            cursor.executemany(sql, params)
 
 
 @contextlib.contextmanager
@@ -1345,14 +1354,6 @@ _journal_count = [0]
 _journal_lock = threading.Lock()
 
 
-_JOURNAL_INSERT = sa.insert(LEASE_CHANGES)
-
-
-def _journal_rows(pairs, now):
-    return [{'lease_id': lease_id, 'reservation_id': rid, 'created_at': now}
-            for lease_id, rid in pairs]
-
-
 def _journal_prune_due():
     """Count a journal write; True for one in CHANGE_PRUNE_EVERY."""
     with _journal_lock:
@@ -1361,11 +1362,14 @@ def _journal_prune_due():
 
 
 def _journal(session, pairs):
-    """Record (lease id, reservation id) pairs (either may be None)."""
-    now = _naive_utc(timeutils.utcnow())
-    session.execute(_JOURNAL_INSERT, _journal_rows(pairs, now))
-    if _journal_prune_due():
-        change_prune(session, now - CHANGE_RETENTION)
+    """Record (lease id, reservation id) pairs (either may be None), in the
+    caller's transaction (a Session or a Connection).
+
+    On its DBAPI cursor (see _Prepared): the engine journals every lease
+    it claims or completes, hundreds of rows a transaction.
+    """
+    with _caller_cursor(session) as (cursor, dialect):
+        _journal_fast(cursor, dialect, pairs)
 
 
 _FAST_JOURNAL_INSERT = _Prepared(sa.insert(LEASE_CHANGES).values(
@@ -1377,11 +1381,11 @@ _FAST_JOURNAL_PRUNE = _Prepared(sa.delete(LEASE_CHANGES).where(
 
 
 def _journal_fast(cursor, dialect, pairs):
-    """_journal on the DBAPI fast path (see _fast_path)."""
+    """_journal on a DBAPI cursor (see _fast_path)."""
     now = _naive_utc(timeutils.utcnow())
     _FAST_JOURNAL_INSERT.executemany(cursor, dialect, [
-        {'b_' + k: v for k, v in row.items()}
-        for row in _journal_rows(pairs, now)])
+        {'b_lease_id': lease_id, 'b_reservation_id': rid,
+         'b_created_at': now} for lease_id, rid in pairs])
     if _journal_prune_due():
         _FAST_JOURNAL_PRUNE.execute(cursor, dialect,
                                     {'b_before': now - CHANGE_RETENTION})
@@ -1900,11 +1904,16 @@ def _drop_blocked(session, candidates):
             >= _lifecycle_rank(c.event_type)]
 
 
-def _claimable(session, where, limit):
-    """Up to limit unblocked events matching where, in due order."""
+_CLAIM_KEYS = (EVENTS.c.id, EVENTS.c.lease_id, EVENTS.c.event_type)
+
+
+def _claimable(session, where, limit, columns=(EVENTS,)):
+    """Up to limit unblocked events matching where, in due order (rows
+    of ``columns``: at least id, lease_id and event_type).
+    """
     found = []
     page = max(limit + limit // 4, 50)
-    base = (sa.select(EVENTS)
+    base = (sa.select(*columns)
             .where(*where)
             .order_by(EVENTS.c.time, _event_order(), EVENTS.c.id))
     for number in range(_PAGES):
@@ -1930,15 +1939,14 @@ def _datetime(value):
 
 
 def _leases_with_reservations(session, lease_ids):
-    leases = {row['id']: dict(row) for row in session.execute(
-        sa.select(LEASES).where(LEASES.c.id.in_(lease_ids))).mappings()}
+    leases = {row['id']: row for row in _dicts(session.execute(
+        sa.select(LEASES).where(LEASES.c.id.in_(lease_ids))))}
     for lease in leases.values():
         lease['reservations'] = []
-    for row in session.execute(
+    for row in _dicts(session.execute(
             sa.select(RESERVATIONS)
             .where(RESERVATIONS.c.lease_id.in_(lease_ids))
-            .order_by(RESERVATIONS.c.created_at,
-                      RESERVATIONS.c.id)).mappings():
+            .order_by(RESERVATIONS.c.created_at, RESERVATIONS.c.id))):
         leases[row['lease_id']]['reservations'].append(
             _reservation_dict(row))
     return leases
@@ -1967,10 +1975,13 @@ def engine_claim_events(db, engine_id, now, limit, on_claim=None):
         due = (EVENTS.c.status == 'UNDONE', EVENTS.c.time <= now,
                sa.or_(EVENTS.c.next_attempt_at.is_(None),
                       EVENTS.c.next_attempt_at <= now))
-        candidates = _claimable(session, due, limit)
+        locking = session.get_bind().dialect.name in ('mysql', 'postgresql')
+        # (Where they are read again, locked, their keys are enough.)
+        candidates = _claimable(session, due, limit,
+                                _CLAIM_KEYS if locking else (EVENTS,))
         if not candidates:
             return []
-        if session.get_bind().dialect.name in ('mysql', 'postgresql'):
+        if locking:
             # Lock them, skipping those another engine is claiming, and
             # read them again: one may have been claimed (or retried and
             # put off) since the candidates were read.

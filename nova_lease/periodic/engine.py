@@ -334,8 +334,24 @@ class Engine(object):
         with self._lock:
             return [j for j in self._jobs.values() if j.result is None]
 
+    def _room(self):
+        """How many events to claim now (0: wait for a bigger chunk).
+
+        A claim costs a transaction of several queries whatever its size,
+        so while enough actions are queued for the workers (they would not
+        start the new ones sooner), the engine waits until a quarter of a
+        batch is free instead of claiming a few events at every finished
+        action.
+        """
+        in_flight = self.in_flight
+        room = self.opts.engine_batch_size - in_flight
+        if (in_flight >= 2 * self.opts.engine_workers and
+                room < self.opts.engine_batch_size // 4):
+            return 0
+        return max(room, 0)
+
     def _sleep_time(self, claimed):
-        room = self.opts.engine_batch_size - self.in_flight
+        room = self._room()
         with self._lock:
             if self._finished:
                 return 0
@@ -394,7 +410,7 @@ class Engine(object):
     def _claim(self):
         if self._stopping.is_set():
             return 0
-        room = self.opts.engine_batch_size - self.in_flight
+        room = self._room()
         if room <= 0:
             return 0
         events = db_api.engine_claim_events(

@@ -263,6 +263,18 @@ class EngineTest(testtools.TestCase):
         thread.join(10)
         self.assertFalse(thread.is_alive())
 
+    def test_claims_wait_for_a_quarter_batch_while_workers_are_busy(self):
+        engine = self._engine(engine_batch_size=8, engine_workers=1)
+        for count, room in ((0, 8), (1, 7), (5, 3), (6, 2), (7, 0), (8, 0)):
+            engine._jobs = {i: object() for i in range(count)}
+            self.assertEqual(room, engine._room(), count)
+        engine._jobs = {}
+        # Fewer actions queued than twice the workers: claim what fits.
+        engine = self._engine(engine_batch_size=8, engine_workers=4)
+        engine._jobs = {i: object() for i in range(7)}
+        self.assertEqual(1, engine._room())
+        engine._jobs = {}
+
     def test_stop_releases_running_claims(self):
         block = self.useFixture(fixtures.TempDir()).join('block')
         open(block, 'w').close()
