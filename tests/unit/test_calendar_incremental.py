@@ -187,7 +187,10 @@ class IncrementalLargeTest(testtools.TestCase):
         full = calendar.Calendar(caps, current)
         _assert_same(self, full, cal, rng, rounds=8,
                      unit=datetime.timedelta(minutes=1), span=3300)
-        self.assertEqual(full._table.shape[1] >= cal._table.shape[1], True)
+        # Its range table has the levels its runs need (it grew when a run
+        # outgrew it; it never shrinks, so it may have more than a
+        # calendar built afresh).
+        self.assertGreaterEqual(cal._table.shape[1], full._table.shape[1])
 
     def test_derived_calendars_do_not_disturb_each_other(self):
         # Calendars derived from one another share their arrays: each
