@@ -214,6 +214,11 @@ def _mysql_on_connect(dbapi_con, connection_record):
     cursor.close()
 
 
+def _is_lock_timeout(error):
+    """An SQLite writer waited SQLITE_BUSY_TIMEOUT for the write lock."""
+    return 'database is locked' in str(error)
+
+
 def _setup_sqlite(engine, memory):
     @sa_event.listens_for(engine, 'connect')
     def _on_connect(dbapi_con, connection_record):
@@ -243,10 +248,10 @@ def _setup_sqlite(engine, memory):
         try:
             conn.connection.dbapi_connection.execute(sql)
             return
-        except sqlite3.OperationalError as e:
-            if 'database is locked' in str(e):
+        except sqlite3.Error as e:
+            if _is_lock_timeout(e):
                 raise db_exc.DBDeadlock(e)
-        except (sqlite3.Error, AttributeError):
+        except AttributeError:
             pass
         conn.exec_driver_sql(sql)
 
@@ -255,7 +260,7 @@ def _setup_sqlite(engine, memory):
     @sa_event.listens_for(engine, 'handle_error')
     def _on_error(context):
         error = context.original_exception
-        if 'database is locked' in str(error):
+        if _is_lock_timeout(error):
             raise db_exc.DBDeadlock(context.sqlalchemy_exception or error)
 
 
@@ -550,24 +555,16 @@ def _prepare_allocation(values, reservation_id=None):
     return _clean(ALLOCATIONS, 'allocation', values)
 
 
-# Statements built once and executed with rows as parameters: SQLAlchemy
-# then neither builds nor hashes them again (their cache key is memoized),
-# which matters on nova-api's boot path (lease_create, reservations_link).
-_BOOT_INSERTS = {table: sa.insert(table)
-                 for table in (LEASES, RESERVATIONS, EVENTS)}
-
-
-# -- the boot path's DBAPI fast path ------------------------------------------
+# -- statements on the DBAPI cursor -------------------------------------------
 #
-# nova-api's boot path runs two small write transactions: lease_create
-# (before Nova sees the request) and reservations_link (after its 202).
 # SQLAlchemy's execution layer costs about 0.1 ms a statement, more than
-# SQLite's own work for these inserts, so their statements are compiled
-# once per dialect and run on the DBAPI cursor of the transaction's
-# connection (SQLAlchemy still checks the connection out, begins and
-# commits). A DBAPI error rolls that transaction back and the function
-# runs again through SQLAlchemy, which maps the error (duplicate entry,
-# lock timeout, lost connection...) as every other writer does.
+# SQLite's own work for a small insert. The hot writers (nova-api's boot
+# path: lease_create and reservations_link; host allocation; the change
+# journal the engine writes for hundreds of leases at once) compile their
+# statements once per dialect and run them on the DBAPI cursor of the
+# transaction's connection (SQLAlchemy still checks the connection out,
+# begins and commits). DBAPI errors are mapped as SQLAlchemy and oslo.db
+# map them for every other writer (see _cursor).
 
 class _Prepared(object):
     """A Core statement compiled once per dialect, run on a DBAPI cursor.
@@ -580,7 +577,6 @@ class _Prepared(object):
     def __init__(self, stmt):
         self.stmt = stmt
         self._compiled = {}
-        self._lock = threading.Lock()
 
     def _for(self, dialect):
         key = (dialect.name, dialect.paramstyle)
@@ -596,20 +592,20 @@ class _Prepared(object):
                 default = None if bind.required else bind.value
                 binds.append((name, bind.key, processor, default))
             found = (compiled.string, compiled.positional, binds)
-            with self._lock:
-                self._compiled[key] = found
+            # (Two threads may compile it both: the same result.)
+            self._compiled[key] = found
         return found
 
     def params(self, dialect, values):
         """values (a dict, keyed as the statement's bind keys), processed."""
         _sql, positional, binds = self._for(dialect)
-        out = []
+        out = {}
         for name, key, processor, default in binds:
             value = values.get(key, default)
             if processor is not None and value is not None:
                 value = processor(value)
-            out.append((name, value))
-        return [v for _n, v in out] if positional else dict(out)
+            out[name] = value
+        return list(out.values()) if positional else out
 
     def execute(self, cursor, dialect, values):
         """Run once with values (a dict); the cursor's rowcount."""
@@ -629,44 +625,6 @@ class _Prepared(object):
             extras.execute_batch(cursor, sql, params, page_size=500)
         else:
             cursor.executemany(sql, params)
-
-
-@contextlib.contextmanager
-def _dbapi_transaction(db):
-    """(DBAPI cursor, dialect) in a write transaction of db (a Database).
-
-    The transaction is SQLAlchemy's (Database.connection): it commits
-    when the block ends and rolls back on an exception.
-    """
-    with db.connection(writer=True) as conn:
-        cursor = conn.connection.dbapi_connection.cursor()
-        try:
-            yield cursor, conn.dialect
-        finally:
-            cursor.close()
-
-
-def _fast_path(db, fast, slow):
-    """fast(cursor, dialect) in a DBAPI transaction, else slow().
-
-    Only for a Database (a caller's Session keeps its own transaction).
-    The fast path gives way to the slow one (its transaction rolled back
-    first) on any DBAPI error, or when it raises _FastPathMiss.
-    """
-    if not isinstance(db, Database):
-        return slow()
-    dbapi_error = db.engine.dialect.loaded_dbapi.Error
-    try:
-        with _dbapi_transaction(db) as (cursor, dialect):
-            return fast(cursor, dialect)
-    except (dbapi_error, _FastPathMiss) as e:
-        LOG.debug('DBAPI fast path gave way (%s): running through '
-                  'SQLAlchemy', e or type(e).__name__)
-    return slow()
-
-
-class _FastPathMiss(Exception):
-    """Raised by a fast path to roll back and run the slow path."""
 
 
 class _PreparedIn(object):
@@ -698,14 +656,21 @@ class _PreparedIn(object):
         return found, params
 
 
+def _connection_of(session):
+    """The Core Connection of a Session's transaction (or the Connection).
+    """
+    if isinstance(session, orm.Session):
+        return session.connection()
+    return session
+
+
 @contextlib.contextmanager
-def _caller_cursor(session):
-    """(DBAPI cursor, dialect) of the caller's transaction (a Session or
+def _cursor(session):
+    """(DBAPI cursor, dialect) of the transaction of session (a Session or
     a Connection); DBAPI errors are mapped as SQLAlchemy and oslo.db map
     them (DBDeadlock, DBDuplicateEntry, DBConnectionError, DBError...).
     """
-    conn = session.connection() if isinstance(session, orm.Session) else (
-        session)
+    conn = _connection_of(session)
     dialect = conn.dialect
     cursor = conn.connection.dbapi_connection.cursor()
     try:
@@ -724,16 +689,17 @@ def _raise_mapped(error, dialect):
         original_exception=error, sqlalchemy_exception=wrapped,
         dialect=dialect, connection=None,
         is_disconnect=dialect.is_disconnect(error, None, None))
-    if isinstance(error, sqlite3.OperationalError) and (
-            'database is locked' in str(error)):
+    if isinstance(error, sqlite3.OperationalError) and _is_lock_timeout(
+            error):
         raise db_exc.DBDeadlock(wrapped)
     # (A handle_error listener: it returns the exception to raise.)
     mapped = exc_filters.handler(context)
     raise mapped if mapped is not None else db_exc.DBError(wrapped)
 
 
-_FAST_INSERTS = {table: _Prepared(stmt)
-                 for table, stmt in _BOOT_INSERTS.items()}
+# Complete rows (see _complete) all have the same keys: one INSERT each.
+_FAST_INSERTS = {table: _Prepared(sa.insert(table))
+                 for table in (LEASES, RESERVATIONS, EVENTS)}
 # (Without the id column: PostgreSQL refuses a NULL for its sequence.)
 _FAST_ALLOCATION_INSERT = _Prepared(sa.insert(ALLOCATIONS).values({
     column.key: sa.bindparam('b_' + column.key)
@@ -783,7 +749,7 @@ def lease_create(db, lease_values, reservations=(), events=(),
                or [(lease_id, None)])
     step = [None]
 
-    def fast(cursor, dialect):
+    def insert(cursor, dialect):
         step[0] = LEASES
         _FAST_INSERTS[LEASES].execute(cursor, dialect, lease)
         step[0] = RESERVATIONS
@@ -797,24 +763,17 @@ def lease_create(db, lease_values, reservations=(), events=(),
             for a in allocation_rows])
         _journal_fast(cursor, dialect, changes)
 
-    if isinstance(db, Database):
-        _fast_path(db, fast, lambda: _lease_insert(
-            db, lease, reservation_rows, event_rows, allocation_rows,
-            changes))
-    else:
-        # The caller's transaction: no second chance, errors mapped here.
-        _require_writer(db)
-        try:
-            with _caller_cursor(db) as (cursor, dialect):
-                fast(cursor, dialect)
-        except db_exc.DBDuplicateEntry as e:
-            if step[0] is LEASES:
-                raise LeaseExists(lease_id=lease_id)
-            if step[0] is RESERVATIONS:
-                raise ReservationExists(reservation_id=e.value)
-            if step[0] is EVENTS:
-                raise EventExists(event_id=e.value)
-            raise
+    try:
+        with _writing_core(db) as conn, _cursor(conn) as (cursor, dialect):
+            insert(cursor, dialect)
+    except db_exc.DBDuplicateEntry as e:
+        if step[0] is LEASES:
+            raise LeaseExists(lease_id=lease_id)
+        if step[0] is RESERVATIONS:
+            raise ReservationExists(reservation_id=e.value)
+        if step[0] is EVENTS:
+            raise EventExists(event_id=e.value)
+        raise
     result = dict(lease)
     result['reservations'] = [
         _reservation_dict(r) for r in
@@ -826,31 +785,6 @@ def lease_create(db, lease_values, reservations=(), events=(),
                                                         order),
                                    e['id']))]
     return result
-
-
-def _lease_insert(db, lease, reservation_rows, event_rows, allocation_rows,
-                  changes):
-    lease_id = lease['id']
-    # Complete rows all have the same keys: one prepared INSERT per table
-    # (the boot path, see _BOOT_INSERTS).
-    with _writing_core(db) as session:
-        try:
-            session.execute(_BOOT_INSERTS[LEASES], lease)
-        except db_exc.DBDuplicateEntry:
-            raise LeaseExists(lease_id=lease_id)
-        try:
-            if reservation_rows:
-                session.execute(_BOOT_INSERTS[RESERVATIONS],
-                                reservation_rows)
-        except db_exc.DBDuplicateEntry as e:
-            raise ReservationExists(reservation_id=e.value)
-        try:
-            if event_rows:
-                session.execute(_BOOT_INSERTS[EVENTS], event_rows)
-        except db_exc.DBDuplicateEntry as e:
-            raise EventExists(event_id=e.value)
-        _insert_many(session, ALLOCATIONS, allocation_rows)
-        _journal(session, changes)
 
 
 def _lease_get(session, lease_id):
@@ -1036,24 +970,19 @@ def reservation_destroy(db, reservation_id):
         _journal(session, [(None, reservation_id)])
 
 
-# Built once: the boot path's link (reservations_link) runs them with
-# parameters only, so SQLAlchemy compiles each of them once per process.
-_LINK_RESERVATION = (
+_LINK_RESERVATION = _Prepared(
     sa.update(RESERVATIONS)
     .where(RESERVATIONS.c.id == sa.bindparam('b_id'),
            RESERVATIONS.c.resource_id.is_(None))
     .values(resource_id=sa.bindparam('b_resource_id'),
             updated_at=sa.bindparam('b_now')))
-_DELETE_RESERVATION = sa.delete(RESERVATIONS).where(
-    RESERVATIONS.c.id == sa.bindparam('b_id'))
-_RELEASE_EVENT = (
+_DELETE_RESERVATION = _Prepared(sa.delete(RESERVATIONS).where(
+    RESERVATIONS.c.id == sa.bindparam('b_id')))
+_RELEASE_EVENT = _Prepared(
     sa.update(EVENTS)
     .where(EVENTS.c.id == sa.bindparam('b_id'),
            EVENTS.c.status == sa.bindparam('b_status'))
     .values(next_attempt_at=None, updated_at=sa.bindparam('b_now')))
-_FAST_LINK_RESERVATION = _Prepared(_LINK_RESERVATION)
-_FAST_DELETE_RESERVATION = _Prepared(_DELETE_RESERVATION)
-_FAST_RELEASE_EVENT = _Prepared(_RELEASE_EVENT)
 
 
 def reservations_link(db, links, drop=(), release_events=(),
@@ -1070,55 +999,28 @@ def reservations_link(db, links, drop=(), release_events=(),
     """
     now = _naive_utc(now or timeutils.utcnow())
     changed = [rid for rid, _ in links] + list(drop)
-
-    def fast(cursor, dialect):
-        # Anything unexpected (a row gone or already linked) rolls back
-        # and lets the slow path below raise the right error.
+    with _writing_core(db) as conn, _cursor(conn) as (cursor, dialect):
         for reservation_id, resource_id in links:
-            if _FAST_LINK_RESERVATION.execute(cursor, dialect, {
+            if _LINK_RESERVATION.execute(cursor, dialect, {
                     'b_id': reservation_id, 'b_resource_id': resource_id,
                     'b_now': now}) != 1:
-                raise _FastPathMiss()
-        for reservation_id in drop:
-            if _FAST_DELETE_RESERVATION.execute(
-                    cursor, dialect, {'b_id': reservation_id}) != 1:
-                raise _FastPathMiss()
-        for event_id in release_events:
-            if _FAST_RELEASE_EVENT.execute(cursor, dialect, {
-                    'b_id': event_id, 'b_status': event_status,
-                    'b_now': now}) != 1:
-                raise _FastPathMiss()
-        if changed:
-            _journal_fast(cursor, dialect, [(None, rid) for rid in changed])
-
-    _fast_path(db, fast, lambda: _reservations_link(
-        db, links, drop, release_events, event_status, now, changed))
-
-
-def _reservations_link(db, links, drop, release_events, event_status, now,
-                       changed):
-    with _writing_core(db) as session:
-        for reservation_id, resource_id in links:
-            if session.execute(_LINK_RESERVATION, {
-                    'b_id': reservation_id, 'b_resource_id': resource_id,
-                    'b_now': now}).rowcount != 1:
-                _cas_failed(session, RESERVATIONS, 'reservation',
+                _cas_failed(conn, RESERVATIONS, 'reservation',
                             reservation_id, None, {'resource_id': None},
                             ReservationNotFound(
                                 reservation_id=reservation_id))
         for reservation_id in drop:
-            if session.execute(_DELETE_RESERVATION,
-                               {'b_id': reservation_id}).rowcount != 1:
+            if _DELETE_RESERVATION.execute(
+                    cursor, dialect, {'b_id': reservation_id}) != 1:
                 raise ReservationNotFound(reservation_id=reservation_id)
         for event_id in release_events:
-            if session.execute(_RELEASE_EVENT, {
+            if _RELEASE_EVENT.execute(cursor, dialect, {
                     'b_id': event_id, 'b_status': event_status,
-                    'b_now': now}).rowcount != 1:
-                _cas_failed(session, EVENTS, 'event', event_id,
+                    'b_now': now}) != 1:
+                _cas_failed(conn, EVENTS, 'event', event_id,
                             [event_status], None,
                             EventNotFound(event_id=event_id))
         if changed:
-            _journal(session, [(None, rid) for rid in changed])
+            _journal_fast(cursor, dialect, [(None, rid) for rid in changed])
 
 
 # -- events -----------------------------------------------------------------
@@ -1368,7 +1270,7 @@ def _journal(session, pairs):
     On its DBAPI cursor (see _Prepared): the engine journals every lease
     it claims or completes, hundreds of rows a transaction.
     """
-    with _caller_cursor(session) as (cursor, dialect):
+    with _cursor(session) as (cursor, dialect):
         _journal_fast(cursor, dialect, pairs)
 
 
@@ -1381,7 +1283,7 @@ _FAST_JOURNAL_PRUNE = _Prepared(sa.delete(LEASE_CHANGES).where(
 
 
 def _journal_fast(cursor, dialect, pairs):
-    """_journal on a DBAPI cursor (see _fast_path)."""
+    """_journal on a DBAPI cursor (see _Prepared)."""
     now = _naive_utc(timeutils.utcnow())
     _FAST_JOURNAL_INSERT.executemany(cursor, dialect, [
         {'b_lease_id': lease_id, 'b_reservation_id': rid,
@@ -1511,21 +1413,23 @@ def allocation_list(db, hosts=None, start=None, end=None,
         return _dicts(session.execute(stmt))
 
 
+def _busy(binds):
+    """Allocations on hosts ``binds`` overlapping [b_start, b_end)."""
+    return sa.and_(ALLOCATIONS.c.host.in_(binds),
+                   ALLOCATIONS.c.start_date < sa.bindparam('b_end'),
+                   ALLOCATIONS.c.end_date > sa.bindparam('b_start'))
+
+
 _BUSY = _PreparedIn(lambda binds: sa.select(
     ALLOCATIONS.c.host, ALLOCATIONS.c.reservation_id).where(
-        ALLOCATIONS.c.host.in_(binds),
-        ALLOCATIONS.c.start_date < sa.bindparam('b_end'),
-        ALLOCATIONS.c.end_date > sa.bindparam('b_start')).distinct())
+        _busy(binds)).distinct())
 
 
 def _busy_and_fingerprint(binds):
     marker = _host_fingerprint_select().subquery('fingerprint')
     return sa.select(*marker.c, ALLOCATIONS.c.host,
                      ALLOCATIONS.c.reservation_id).select_from(
-        marker.outerjoin(ALLOCATIONS, sa.and_(
-            ALLOCATIONS.c.host.in_(binds),
-            ALLOCATIONS.c.start_date < sa.bindparam('b_end'),
-            ALLOCATIONS.c.end_date > sa.bindparam('b_start'))))
+        marker.outerjoin(ALLOCATIONS, _busy(binds)))
 
 
 _BUSY_AND_FINGERPRINT = _PreparedIn(_busy_and_fingerprint)
@@ -1544,15 +1448,13 @@ def allocation_busy(session, hosts, start, end, fingerprint=False):
     if not hosts and not fingerprint:
         return set()
     times = {'b_start': _naive_utc(start), 'b_end': _naive_utc(end)}
-    if not fingerprint:
-        prepared, params = _BUSY.prepared(hosts, times)
-        with _caller_cursor(session) as (cursor, dialect):
-            prepared.execute(cursor, dialect, params)
-            return {tuple(row) for row in cursor.fetchall()}
-    prepared, params = _BUSY_AND_FINGERPRINT.prepared(hosts, times)
-    with _caller_cursor(session) as (cursor, dialect):
+    statement = _BUSY_AND_FINGERPRINT if fingerprint else _BUSY
+    prepared, params = statement.prepared(hosts, times)
+    with _cursor(session) as (cursor, dialect):
         prepared.execute(cursor, dialect, params)
         rows = cursor.fetchall()
+    if not fingerprint:
+        return {tuple(row) for row in rows}
     width = len(rows[0]) - 2
     return ({tuple(row[width:]) for row in rows if row[width] is not None},
             tuple(str(v) for v in rows[0][:width]))
@@ -1676,7 +1578,7 @@ _HOST_FINGERPRINT = _Prepared(_host_fingerprint_select())
 
 def _bump_generation(session, name):
     """Count one more change of what ``name`` names (see Generation)."""
-    backend = _dialect_of(session).name
+    backend = _connection_of(session).dialect.name
     values = {'name': name, 'value': 1,
               'updated_at': _naive_utc(timeutils.utcnow())}
     bumped = {'value': GENERATIONS.c.value + 1,
@@ -1697,7 +1599,7 @@ def host_fingerprint(session):
     its value and time), in the caller's transaction (a Session or a
     Connection). Every host writer of this module moves it.
     """
-    with _caller_cursor(session) as (cursor, dialect):
+    with _cursor(session) as (cursor, dialect):
         _HOST_FINGERPRINT.execute(cursor, dialect, {})
         return tuple(str(v) for v in cursor.fetchone())
 
@@ -1791,17 +1693,9 @@ _LOCK_ROWS = _PreparedIn(lambda binds: sa.select(LOCKS.c.name).where(
     LOCKS.c.name.in_(binds)).order_by(LOCKS.c.name).with_for_update())
 
 
-def _dialect_of(session):
-    if isinstance(session, orm.Session):
-        return session.get_bind().dialect
-    return session.dialect
-
-
 def url_of(session):
     """The database URL of a Session or Connection."""
-    if isinstance(session, orm.Session):
-        return session.get_bind().url
-    return session.engine.url
+    return _connection_of(session).engine.url
 
 
 def lock(session, names):
@@ -1818,11 +1712,11 @@ def lock(session, names):
     """
     _require_writer(session)
     names = sorted(set(names))
-    backend = _dialect_of(session).name
+    backend = _connection_of(session).dialect.name
     if not names or backend == 'sqlite':
         return
     prepared, params = _LOCK_ROWS.prepared(names)
-    with _caller_cursor(session) as (cursor, dialect):
+    with _cursor(session) as (cursor, dialect):
         prepared.execute(cursor, dialect, params)
         found = {row[0] for row in cursor.fetchall()}
     missing = [{'name': name} for name in names if name not in found]

@@ -1023,8 +1023,8 @@ class _FastPathTests(object):
                          {rid for _id, _l, rid in
                           api.change_rows(self.db, top)})
 
-    def test_link_refusals_come_from_the_slow_path(self):
-        # The fast path rolls back and lets the slow one raise; nothing
+    def test_link_refusals_leave_nothing(self):
+        # A refused link raises the mapped error and rolls back; nothing
         # of the refused transaction is left.
         lease = self._boot_lease()
         first, second = lease['reservations']
@@ -1048,15 +1048,15 @@ class _FastPathTests(object):
         self.assertEqual(T0 + HOUR, again['events'][0]['next_attempt_at'])
         self.assertEqual(top, api.change_probe(self.db)[1])
 
-    def test_lease_create_errors_come_from_the_slow_path(self):
+    def test_lease_create_errors_are_mapped(self):
         lease = self._boot_lease()
         self.assertRaises(api.LeaseExists, self._boot_lease, id=lease['id'])
         self.assertEqual([lease['id']],
                          [x['id'] for x in api.lease_list(self.db)])
 
     def test_errors_in_the_callers_transaction_are_mapped(self):
-        # In the caller's transaction there is no second chance: the DBAPI
-        # error is mapped through oslo.db's filters.
+        # In the caller's transaction too, the DBAPI error is mapped
+        # through oslo.db's filters.
         lease = self._boot_lease()
         taken = lease['reservations'][0]['id']
         for values, reservation, error in (
