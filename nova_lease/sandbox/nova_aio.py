@@ -67,6 +67,10 @@ FLAVORS = (
     ('5', 'm1.xlarge', 8, 16384, 160),
 )
 DEFAULT_FLAVOR = '1'
+#: The demo project's compute quota: room for a hundred m1.tiny servers,
+#: running or shelved (shelved servers count too), where Nova's defaults
+#: (10 instances, 20 cores) stop a user trying bursts of leases early.
+DEMO_QUOTA = {'instances': 100, 'cores': 100, 'ram': 100 * 512}
 LEASE_FILTER = 'nova_lease.scheduler.filters.LeaseFilter'
 LEASE_WEIGHER = 'nova_lease.scheduler.weights.LeaseWeigher'
 LEASE_PASTE_FILTER = 'nova_lease.api_ext.middleware:LeaseMiddleware.factory'
@@ -460,6 +464,14 @@ class NovaAllInOne(fixtures.Fixture):
                                   name='nova-api', daemon=True)
         thread.start()
         self.addCleanup(self._stop_api, thread)
+
+    def set_quota(self, session, project_id, quota):
+        """PUT os-quota-sets of ``project_id`` as the admin ``session``.
+
+        What ``openstack quota set --instances N ...`` does.
+        """
+        session.put('%s/os-quota-sets/%s' % (self.api_url, project_id),
+                    json={'quota_set': dict(quota)})
 
     def _images(self):
         return list(self.glance.images.values())

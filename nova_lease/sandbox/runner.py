@@ -156,7 +156,18 @@ class Sandbox(object):
         if self._ks_error is not None:
             raise SandboxError('keystone failed to start: %s'
                                % self._ks_error)
+        self._set_demo_quota()
         self._write_openrc(passwords)
+
+    def _set_demo_quota(self):
+        from nova_lease.sandbox import nova_aio
+
+        quota = nova_aio.DEMO_QUOTA
+        self.nova.set_quota(self.keystone.admin_session(),
+                            self.keystone.project_ids['demo'], quota)
+        self.progress('nova: quota of project demo: %d instances, %d '
+                      'cores, %d MB of RAM' % (quota['instances'],
+                                               quota['cores'], quota['ram']))
 
     def _write_openrc(self, passwords):
         for user in ('admin', 'demo'):
