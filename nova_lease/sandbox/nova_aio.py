@@ -22,7 +22,8 @@ everything up, ``cleanUp()`` takes it down in reverse order. What runs:
 * nova-conductor, nova-scheduler (LeaseFilter + LeaseWeigher configured in
   ``[filter_scheduler]``) and one nova-compute per host with the fake virt
   driver, talking over oslo.messaging's in-process ``fake://`` transport
-  (real asynchronous casts and calls);
+  (real asynchronous casts and calls; no notifications, which nothing in
+  this process reads);
 * SQLite databases (API, cell0, cell1, and nova_lease's side database) in
   files under ``<state>/nova``, rebuilt at every start, with the cells
   mapped like ``nova-manage cell_v2 simple_cell_setup``;
@@ -30,7 +31,10 @@ everything up, ``cleanUp()`` takes it down in reverse order. What runs:
   (nova.tests.fixtures: Placement in process, Glance, Neutron, Cinder).
 
 The generated nova.conf is written to ``<state>/nova/nova.conf`` for
-reference and for nova-lease-engine / nova-lease-manage.
+reference and for nova-lease-manage, and the configuration of
+nova-lease-engine, which runs as a process of its own
+(:mod:`nova_lease.sandbox.engine`), to
+``<state>/nova/nova-lease-engine.conf``.
 """
 
 import configparser
@@ -46,6 +50,7 @@ from importlib import metadata
 from oslo_config import cfg
 from oslo_log import log as logging
 
+from nova_lease.sandbox import engine
 from nova_lease.sandbox import images
 
 LOG = logging.getLogger(__name__)
@@ -120,20 +125,21 @@ def _default_filters():
     raise RuntimeError('nova has no [filter_scheduler] enabled_filters')
 
 
-def write_nova_conf(path, nova_dir, keystone_url, passwords,
-                    with_plugin=True, debug=False):
-    """Write the sandbox's nova.conf (also read by nova_lease tools)."""
-    def sqlite(name):
-        return 'sqlite:///%s' % os.path.join(nova_dir, name)
+def _sqlite(nova_dir, name):
+    return 'sqlite:///%s' % os.path.join(nova_dir, name)
 
-    filters = _default_filters()
-    available = ['nova.scheduler.filters.all_filters']
-    weighers = ['nova.scheduler.weights.all_weighers']
-    if with_plugin:
-        filters.append('LeaseFilter')
-        available.append(LEASE_FILTER)
-        weighers.append(LEASE_WEIGHER)
-    auth = {
+
+def lease_connection(nova_dir):
+    """The side database URL: next to Nova's databases, rebuilt with them
+    at every start (leases and registered hosts refer to Nova's servers,
+    compute nodes and aggregates, which a restart forgets).
+    """
+    return _sqlite(nova_dir, 'nova_lease.sqlite')
+
+
+def service_auth(keystone_url, passwords):
+    """Keystone options of the ``nova`` service user (keystoneauth's)."""
+    return {
         'auth_type': 'password',
         'auth_url': keystone_url,
         'username': 'nova',
@@ -143,6 +149,22 @@ def write_nova_conf(path, nova_dir, keystone_url, passwords,
         'project_domain_name': 'Default',
         'region_name': 'RegionOne',
     }
+
+
+def write_nova_conf(path, nova_dir, keystone_url, passwords,
+                    with_plugin=True, debug=False):
+    """Write the sandbox's nova.conf (also read by nova-lease-manage)."""
+    def sqlite(name):
+        return _sqlite(nova_dir, name)
+
+    filters = _default_filters()
+    available = ['nova.scheduler.filters.all_filters']
+    weighers = ['nova.scheduler.weights.all_weighers']
+    if with_plugin:
+        filters.append('LeaseFilter')
+        available.append(LEASE_FILTER)
+        weighers.append(LEASE_WEIGHER)
+    auth = service_auth(keystone_url, passwords)
     sections = {
         'DEFAULT': {
             'debug': str(bool(debug)),
@@ -170,15 +192,17 @@ def write_nova_conf(path, nova_dir, keystone_url, passwords,
             'weight_classes': ','.join(weighers),
         },
         'scheduler': {'discover_hosts_in_cells_interval': '-1'},
-        'notifications': {'notification_format': 'versioned'},
-        'oslo_messaging_notifications': {'driver': 'messagingv2'},
-        'oslo_concurrency': {'lock_path': os.path.join(nova_dir, 'locks')},
-        'nova_lease': {
-            # Next to Nova's databases and rebuilt with them at every
-            # start: leases and registered hosts refer to Nova's servers,
-            # compute nodes and aggregates, which a restart forgets.
-            'connection': sqlite('nova_lease.sqlite'),
+        'oslo_messaging_notifications': {
+            '#': ['RPC and notifications use the fake:// transport, which',
+                  'lives inside the sandbox process: nova-lease-engine, a',
+                  'process of its own, could not hear them (and unread',
+                  'ones pile up in memory). So Nova sends none, and the',
+                  "engine's compute hook relies on its reconcile pass (see",
+                  'nova-lease-engine.conf). Production: see the README.'],
+            'driver': 'noop',
         },
+        'oslo_concurrency': {'lock_path': os.path.join(nova_dir, 'locks')},
+        'nova_lease': {'connection': lease_connection(nova_dir)},
         'nova_lease_auth': dict(auth),
     }
     lines = ['# Generated by nova-lease-sandbox; rewritten at every start.']
@@ -186,7 +210,8 @@ def write_nova_conf(path, nova_dir, keystone_url, passwords,
         lines.append('\n[%s]' % name)
         for key, value in values.items():
             for item in (value if isinstance(value, list) else [value]):
-                lines.append('%s = %s' % (key, item))
+                lines.append('# %s' % item if key == '#' else
+                             '%s = %s' % (key, item))
     with open(path, 'w') as f:
         f.write('\n'.join(lines) + '\n')
 
@@ -204,10 +229,6 @@ class _LogHandler(simple_server.WSGIRequestHandler):
         LOG.debug('%s %s', self.address_string(), fmt % args)
 
 
-# --------------------------------------------------------------------------
-# Where the lead plugs in the lease side database and the lease engine.
-# --------------------------------------------------------------------------
-
 def lease_db_sync(conf):
     """Create/upgrade the nova_lease side database ([nova_lease] connection).
 
@@ -222,54 +243,6 @@ def lease_db_sync(conf):
     migration.upgrade(url)
     LOG.info('nova_lease side database ready: %s',
              url.split('://', 1)[0] + '://...')
-
-
-def start_lease_engine(conf, aio):
-    """Start the lease engine in this process; return a stop callable.
-
-    Called after conductor, scheduler, computes and nova-api are up (so the
-    engine can call nova-api through Keystone with [nova_lease_auth]) and
-    before the ready line. ``aio`` is the :class:`NovaAllInOne`.
-
-    The engine is built as nova-lease-engine builds it: its own ConfigOpts
-    read from the sandbox's nova.conf, a lease notifier, and the compute
-    hook (notification listener + reconcile pass). In one process the
-    fake:// transport is one object: the hook listens, and the engine
-    notifies, on Nova's own ``nova.rpc.NOTIFICATION_TRANSPORT``. Leases
-    created through nova-api wake the engine at once (same process).
-    """
-    import threading
-
-    from nova import rpc
-
-    from nova_lease.cmd import engine as engine_cmd
-    from nova_lease import notifications
-    from nova_lease.periodic import engine as lease_engine
-
-    engine_conf = engine_cmd.parse_args(['--config-file', aio.conf_path])
-    transport = rpc.NOTIFICATION_TRANSPORT
-    notifier = notifications.LeaseNotifier(
-        engine_conf, publisher_id='nova-lease-engine:sandbox',
-        transport=transport)
-    engine = lease_engine.Engine(engine_conf, notifier=notifier,
-                                 engine_id='sandbox')
-    stop_hook = engine_cmd.start_compute_hook(engine_conf, engine, notifier,
-                                              transport=transport)
-    thread = threading.Thread(target=engine.run, name='lease-engine',
-                              daemon=True)
-    thread.start()
-    LOG.info('lease engine started (compute hook listening on %s)',
-             ', '.join(engine_conf.nova_lease.notification_topics))
-
-    def stop():
-        engine.stop()
-        thread.join(30)
-        stop_hook()
-        for plugin in engine.plugins.values():
-            plugin.close()
-        notifier.close()
-
-    return stop
 
 
 class NovaAllInOne(fixtures.Fixture):
@@ -288,6 +261,8 @@ class NovaAllInOne(fixtures.Fixture):
         self.debug = debug
         self.progress = progress or (lambda msg: None)
         self.conf_path = os.path.join(self.nova_dir, 'nova.conf')
+        self.engine_conf_path = os.path.join(self.nova_dir,
+                                             engine.CONF_NAME)
         self.api_url = 'http://%s:%d/v2.1' % (HOST, port)
         self.services = {}
         self.image_id = None
@@ -323,6 +298,13 @@ class NovaAllInOne(fixtures.Fixture):
         write_nova_conf(self.conf_path, self.nova_dir, self.keystone_url,
                         self.passwords, with_plugin=self.with_plugin,
                         debug=self.debug)
+        if self.with_plugin:
+            engine.write_engine_conf(
+                self.engine_conf_path,
+                os.path.join(self.state_dir, engine.LOG_NAME),
+                lease_connection(self.nova_dir),
+                service_auth(self.keystone_url, self.passwords),
+                debug=self.debug)
         from nova import config as nova_config
         from nova_lease import conf as lease_conf
         lease_conf.register_opts(CONF)
@@ -348,7 +330,6 @@ class NovaAllInOne(fixtures.Fixture):
                       % len(self.hosts))
         self._start_services()
         self._start_api()
-        self.addCleanup(start_lease_engine(CONF, self))
 
     def _setup_rpc(self):
         from nova import rpc
