@@ -160,16 +160,13 @@ class EngineProcess(object):
         self.progress = progress or (lambda text: None)
         self.proc = None
         self.engine_id = None
+        #: The pid of the engine whose loop runs now (None between two).
+        self.running_pid = None
         self.starts = 0
         self._stopping = threading.Event()
         self._ready = threading.Event()
         self._error = None
         self._thread = None
-
-    @property
-    def pid(self):
-        proc = self.proc
-        return proc.pid if proc is not None else None
 
     # -- the sandbox's side -------------------------------------------------
 
@@ -285,8 +282,12 @@ class EngineProcess(object):
         try:
             while not self._stopping.is_set():
                 began = time.monotonic()
-                proc, offset = self._spawn()
                 try:
+                    try:
+                        proc, offset = self._spawn()
+                    except OSError as e:
+                        raise EngineError('%s could not be started: %s'
+                                          % (SCRIPT, e))
                     engine_id = self._wait_started(proc, offset)
                 except EngineError as e:
                     if not self._ready.is_set():
@@ -294,9 +295,16 @@ class EngineProcess(object):
                         return
                     LOG.error('%s', e)
                     self.progress('engine: %s' % e)
+                    if self.proc is None or self.proc.poll() is not None:
+                        delay = min(delay * 2, 30.0)
+                        self.progress('engine: trying again in %.0f s'
+                                      % delay)
+                        self._stopping.wait(delay)
+                        continue
                 else:
                     if engine_id is not None:
                         self.engine_id = engine_id
+                        self.running_pid = proc.pid
                         self.progress('engine: %s running (pid %d, engine '
                                       '%s); log in %s' % (
                                           SCRIPT, proc.pid, engine_id,
@@ -305,6 +313,7 @@ class EngineProcess(object):
                 while (proc.poll() is None and
                        not self._stopping.wait(0.2)):
                     pass
+                self.running_pid = None
                 if self._stopping.is_set():
                     break
                 # One that keeps dying at once is retried less often.

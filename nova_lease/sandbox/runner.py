@@ -251,7 +251,8 @@ class Sandbox(object):
                 env = openrc.read_openrc(self.openrc_path('demo'))
                 admin_env = openrc.read_openrc(self.openrc_path('admin'))
                 code = 0 if demo.run(env, out=self.out,
-                                     admin_env=admin_env) else 1
+                                     admin_env=admin_env,
+                                     engine=self.engine) else 1
                 if not self.keep_running:
                     return code
             while True:

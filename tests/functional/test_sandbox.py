@@ -317,6 +317,8 @@ class SandboxTest(ClientMixin, testtools.TestCase):
                          sandbox.terminal())
         timeline = '\n'.join(sandbox.lines)
         for text in ('step 1/', 'nova boot --flavor', ' is ACTIVE',
+                     'the sandbox started a new engine: pid ',
+                     ' is still ACTIVE, server ',
                      ' deleted', 'host host3 registered',
                      'openstack reservation lease create --reservation '
                      'resource_type=physical:host,',
