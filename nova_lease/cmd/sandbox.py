@@ -9,9 +9,10 @@
 # WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
 # License for the specific language governing permissions and limitations
 # under the License.
-"""nova-lease-sandbox: a real Keystone and an all-in-one Nova with
-nova_lease on 127.0.0.1, for trying the product with the unmodified
-``nova`` and ``openstack`` clients.
+"""nova-lease-sandbox: a real Keystone, an all-in-one Nova with nova_lease
+and nova-lease-engine (a child process, restarted if it dies) on
+127.0.0.1, for trying the product with the unmodified ``nova`` and
+``openstack`` clients.
 
     nova-lease-sandbox [--state-dir DIR] [--keystone-port 5000]
                        [--nova-port 8774] [--demo [--keep-running]]
@@ -41,9 +42,10 @@ def default_state_dir():
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(
         prog='nova-lease-sandbox',
-        description='Run a real Keystone and an all-in-one Nova 34 with '
-                    'nova_lease on 127.0.0.1 (SQLite), and write openrc '
-                    'files for the nova and openstack clients.')
+        description='Run a real Keystone, an all-in-one Nova 34 with '
+                    'nova_lease and nova-lease-engine on 127.0.0.1 '
+                    '(SQLite), and write openrc files for the nova and '
+                    'openstack clients.')
     parser.add_argument('--state-dir', default=default_state_dir(),
                         help='where databases, keys, logs and openrc files '
                              'go (default: %(default)s); Keystone is reused '
