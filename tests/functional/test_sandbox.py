@@ -447,3 +447,41 @@ class SandboxEngineTest(testtools.TestCase):
                    60, sandbox)
         self._wait('the keystone child to exit',
                    lambda: not alive(keystone_pid), 30, sandbox)
+
+    def test_no_engine_then_the_users_own(self):
+        from nova_lease.sandbox import demo
+
+        sandbox = Sandbox(self.state_dir, '--no-engine', test=self)
+        env = sandbox.wait_ready()
+        self.assertFalse(os.path.exists(
+            os.path.join(self.state_dir, 'nova-lease-engine.pid')))
+        conf_path = os.path.join(self.state_dir, 'nova',
+                                 'nova-lease-engine.conf')
+        with open(sandbox.err_path) as f:
+            self.assertIn('nova-lease-engine --config-file %s' % conf_path,
+                          f.read())
+
+        # Without an engine a lease that starts now stays PENDING...
+        compute = demo.Compute(env)
+        hints = {'reserved': 'True', 'lease_params': json.dumps(
+            {'name': 'mine', 'start': 'now', 'duration': '1h'})}
+        server = compute.boot('vm1', env['NOVA_LEASE_IMAGE'],
+                              env['NOVA_LEASE_FLAVOR'], hints)
+        self._wait('the server to be ACTIVE', lambda: compute.get(
+            server.id).status == 'ACTIVE', 90, sandbox)
+        reservation = demo.Reservation(env)
+        lease_id = compute.get(server.id).metadata['lease_id']
+        time.sleep(3)
+        self.assertEqual('PENDING', reservation.get_lease(lease_id)['status'])
+
+        # ... until the user runs the engine, as the README shows.
+        with open(os.path.join(self.state_dir, 'mine.log'), 'w') as out:
+            engine = subprocess.Popen(
+                [os.path.join(BIN, 'nova-lease-engine'), '--config-file',
+                 conf_path], stdout=out, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL)
+        self.addCleanup(lambda: engine.poll() is None and engine.kill())
+        self._wait('the lease to start', lambda: reservation.get_lease(
+            lease_id)['status'] == 'ACTIVE', 90, sandbox)
+        engine.send_signal(signal.SIGINT)
+        self.assertEqual(0, engine.wait(STOP_TIMEOUT))
