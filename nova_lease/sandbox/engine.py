@@ -142,6 +142,39 @@ def write_engine_conf(path, log_file, connection, auth, debug=False):
         f.write('\n'.join(lines) + '\n')
 
 
+def stop_stale(state_dir):
+    """Kill an engine left by an earlier sandbox on ``state_dir``.
+
+    Its pid file outlives a sandbox that was killed; the engine itself
+    should not (it gets SIGTERM when the sandbox dies), but one that is
+    still there must not act on the databases of the next sandbox. Only a
+    nova-lease-engine whose command line names a file of ``state_dir`` is
+    killed. The pid file goes in any case.
+    """
+    pid_path = os.path.join(state_dir, PID_NAME)
+    try:
+        with open(pid_path) as f:
+            pid = int(f.read())
+    except (OSError, ValueError):
+        return
+    try:
+        with open('/proc/%d/cmdline' % pid, 'rb') as f:
+            command = f.read().decode('utf-8', 'replace')
+    except OSError:
+        command = ''
+    if SCRIPT in command and state_dir in command:
+        LOG.warning('Killing the engine (pid %d) left by an earlier '
+                    'sandbox', pid)
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    try:
+        os.unlink(pid_path)
+    except OSError:
+        pass
+
+
 class EngineProcess(object):
     """Start, supervise (restart) and stop the sandbox's engine.
 
@@ -172,7 +205,6 @@ class EngineProcess(object):
 
     def start(self):
         """Start the engine in the background (see :meth:`wait_ready`)."""
-        self._kill_stale()
         self._script = find_script()
         self._thread = threading.Thread(target=self._supervise,
                                         name='lease-engine-supervisor',
@@ -198,27 +230,6 @@ class EngineProcess(object):
             self._thread = None
 
     # -- the supervisor thread ----------------------------------------------
-
-    def _kill_stale(self):
-        """Stop an engine of an earlier sandbox on this state directory."""
-        try:
-            with open(self.pid_path) as f:
-                pid = int(f.read())
-        except (OSError, ValueError):
-            return
-        try:
-            with open('/proc/%d/cmdline' % pid, 'rb') as f:
-                ours = self.conf_path.encode() in f.read()
-        except OSError:
-            ours = False
-        if ours:
-            LOG.warning('Stopping the engine (pid %d) left by an earlier '
-                        'sandbox', pid)
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-        self._unlink_pid()
 
     def _unlink_pid(self):
         try:

@@ -136,6 +136,7 @@ class Sandbox(object):
         os.makedirs(self.state_dir, exist_ok=True)
         self._check_ports()
         early = self._setup_logging()
+        engine_proc.stop_stale(self.state_dir)
         passwords = openrc.load_passwords(self.state_dir)
         self.keystone = ks.Keystone(self.state_dir, self.keystone_port,
                                     self.nova_port, passwords)
