@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job: set up .venv if needed, then start the sandbox (a real
-# Keystone and an all-in-one Nova 34 with nova_lease, on SQLite, on
-# 127.0.0.1). Arguments go to nova-lease-sandbox (try --demo).
+# Keystone, an all-in-one Nova 34 with nova_lease and nova-lease-engine as
+# a process of its own, on SQLite, on 127.0.0.1). Arguments go to
+# nova-lease-sandbox (try --demo).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./tools/setup-env.sh

@@ -9,12 +9,14 @@
 # WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
 # License for the specific language governing permissions and limitations
 # under the License.
-"""nova-lease-sandbox: a real Keystone and an all-in-one Nova with
-nova_lease on 127.0.0.1, for trying the product with the unmodified
-``nova`` and ``openstack`` clients.
+"""nova-lease-sandbox: a real Keystone, an all-in-one Nova with nova_lease
+and nova-lease-engine (a child process, restarted if it dies) on
+127.0.0.1, for trying the product with the unmodified ``nova`` and
+``openstack`` clients.
 
     nova-lease-sandbox [--state-dir DIR] [--keystone-port 5000]
                        [--nova-port 8774] [--demo [--keep-running]]
+                       [--no-engine] [--debug]
 
 Prints ``ready: source DIR/demo-openrc`` when the clients can be used;
 SIGINT/SIGTERM stop everything. See nova_lease.sandbox.
@@ -40,9 +42,10 @@ def default_state_dir():
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(
         prog='nova-lease-sandbox',
-        description='Run a real Keystone and an all-in-one Nova 34 with '
-                    'nova_lease on 127.0.0.1 (SQLite), and write openrc '
-                    'files for the nova and openstack clients.')
+        description='Run a real Keystone, an all-in-one Nova 34 with '
+                    'nova_lease and nova-lease-engine on 127.0.0.1 '
+                    '(SQLite), and write openrc files for the nova and '
+                    'openstack clients.')
     parser.add_argument('--state-dir', default=default_state_dir(),
                         help='where databases, keys, logs and openrc files '
                              'go (default: %(default)s); Keystone is reused '
@@ -59,8 +62,15 @@ def parse_args(argv=None):
     parser.add_argument('--keep-running', action='store_true',
                         help='with --demo: keep the sandbox running after '
                              'the demo')
+    parser.add_argument('--no-engine', action='store_true',
+                        help='do not start nova-lease-engine (start it '
+                             'yourself with nova-lease-engine --config-file '
+                             'STATE_DIR/nova/nova-lease-engine.conf); by '
+                             'default the sandbox runs it as a child '
+                             'process and starts it again if it dies')
     parser.add_argument('--debug', action='store_true',
-                        help='debug logging in nova.log')
+                        help='debug logging in nova.log and '
+                             'nova-lease-engine.log')
     # For comparing with plain Nova: no nova_lease filter, scheduler filter
     # or weigher.
     parser.add_argument('--without-plugin', action='store_true',
@@ -93,7 +103,8 @@ def main(argv=None):
         args.state_dir, keystone_port=args.keystone_port,
         nova_port=args.nova_port, demo=args.demo,
         keep_running=args.keep_running, debug=args.debug,
-        with_plugin=not args.without_plugin)
+        with_plugin=not args.without_plugin,
+        with_engine=not args.no_engine)
     return _finish(sandbox.run())
 
 

@@ -19,6 +19,9 @@ package holds its parts:
 * :mod:`.nova_aio` runs nova-api (real keystonemiddleware, Nova's paste
   pipeline plus the nova_lease filter), conductor, scheduler, placement and
   fake-driver computes in this process, in native threading mode;
+* :mod:`.engine` runs nova-lease-engine as a child process (the installed
+  console script on a configuration file of its own), restarts it when it
+  dies and stops it at the end;
 * :mod:`.openrc` writes the openrc files;
 * :mod:`.demo` is the scripted scenario of ``--demo``;
 * :mod:`.runner` ties them together.

@@ -22,6 +22,8 @@ to the timeline. Later work extends :func:`default_steps`.
 import collections
 import datetime
 import json
+import os
+import signal
 import sys
 import time
 
@@ -129,9 +131,11 @@ class Reservation(object):
 class Demo(object):
     """State shared by the steps of one demo run."""
 
-    def __init__(self, env, timeline, timeout=60.0, admin_env=None):
+    def __init__(self, env, timeline, timeout=60.0, admin_env=None,
+                 engine=None):
         self.env = env
         self.admin_env = admin_env
+        self.engine = engine
         self.timeline = timeline
         self.timeout = timeout
         self.compute = None
@@ -211,6 +215,28 @@ def _lease_started(demo):
     demo.say('lease %s started: lease_status=%s',
              server.metadata.get('lease_id'),
              server.metadata.get('lease_status'))
+
+
+def _crash_engine(demo):
+    engine = demo.engine
+    if engine is None or not engine.running_pid:
+        demo.say('no engine of the sandbox to crash (--no-engine): skipped')
+        return
+    old = engine.running_pid
+    demo.say('kill -9 $(cat %s)   (nova-lease-engine, pid %d)',
+             engine.pid_path, old)
+    os.kill(old, signal.SIGKILL)
+    new = demo.wait_for('a new engine', lambda: (
+        engine.running_pid not in (None, old) and engine.running_pid))
+    demo.say('the sandbox started a new engine: pid %d', new)
+    server = demo.compute.get(demo.server_id)
+    lease_id = server.metadata.get('lease_id')
+    lease = Reservation(demo.env).get_lease(lease_id)
+    if lease['status'] != 'ACTIVE':
+        raise DemoFailed('lease %s is %s after the engine restart'
+                         % (lease_id, lease['status']))
+    demo.say('lease %s is still %s, server %s still %s', lease_id,
+             lease['status'], server.id, server.status)
 
 
 def _boot_future(demo):
@@ -360,6 +386,8 @@ def default_steps():
         Step('wait for it to become ACTIVE', _wait_active),
         Step('wait for the engine to start its lease', _lease_started),
         Step('show it', _show),
+        Step('crash the engine; the sandbox starts a new one',
+             _crash_engine),
         Step('boot a VM for a lease that starts in an hour', _boot_future),
         Step('wait until it is reserved (shelved) by the compute hook',
              _wait_reserved),
@@ -374,14 +402,17 @@ def default_steps():
     ]
 
 
-def run(env, out=None, steps=None, timeout=60.0, admin_env=None):
+def run(env, out=None, steps=None, timeout=60.0, admin_env=None,
+        engine=None):
     """Run the demo; return True if every step passed.
 
     ``env`` is the demo user's openrc, ``admin_env`` the admin's (for the
-    host registration step).
+    host registration step); ``engine`` the sandbox's
+    :class:`nova_lease.sandbox.engine.EngineProcess` (for the crash step).
     """
     timeline = Timeline(out)
-    demo = Demo(env, timeline, timeout=timeout, admin_env=admin_env)
+    demo = Demo(env, timeline, timeout=timeout, admin_env=admin_env,
+                engine=engine)
     steps = default_steps() if steps is None else steps
     timeline.say('demo: %d steps', len(steps))
     for number, step in enumerate(steps, 1):

@@ -107,6 +107,7 @@ class Keystone(object):
         self.url = 'http://%s:%d/v3' % (HOST, port)
         self.proc = None
         self.reused = False
+        self.project_ids = {}
         self._log = None
 
     # -- setup -------------------------------------------------------------
@@ -247,7 +248,8 @@ class Keystone(object):
     def configure(self):
         """Make projects, users, roles, services and endpoints (idempotent).
 
-        Returns the endpoint URLs by service type.
+        Returns the endpoint URLs by service type; :attr:`project_ids` maps
+        the project names to their ids.
         """
         sess = self.admin_session()
         api = _Api(sess, self.url)
@@ -261,6 +263,7 @@ class Keystone(object):
             projects[name] = api.ensure(
                 'projects', {'name': name, 'domain_id': DOMAIN_ID},
                 {'description': 'nova-lease-sandbox %s project' % name})
+        self.project_ids = {name: p['id'] for name, p in projects.items()}
         users = {}
         for name, project in (('demo', 'demo'), ('nova', SERVICE_PROJECT)):
             users[name] = api.ensure(

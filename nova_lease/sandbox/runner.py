@@ -12,12 +12,16 @@
 """nova-lease-sandbox's main sequence.
 
 Start Keystone (child process; set up in a background thread while Nova
-starts here), start the all-in-one Nova, write the openrc files, print the
-ready line, then run the demo or wait for SIGINT/SIGTERM and shut down.
+starts here), start the all-in-one Nova, then nova-lease-engine (child
+process, supervised: restarted when it dies), give the demo project its
+quota, write the openrc files, print the ready line, then run the demo or
+wait for SIGINT/SIGTERM and shut down (the engine first, then Nova, then
+Keystone).
 
 The terminal (stderr) gets short progress lines; stdout gets only the
 ready line and the demo's timeline; everything else goes to
-``<state>/nova.log`` and ``<state>/keystone.log``.
+``<state>/nova.log``, ``<state>/nova-lease-engine.log`` and
+``<state>/keystone.log``.
 """
 
 import logging as std_logging
@@ -31,6 +35,7 @@ import time
 from oslo_config import cfg
 from oslo_log import log as logging
 
+from nova_lease.sandbox import engine as engine_proc
 from nova_lease.sandbox import keystone as ks
 from nova_lease.sandbox import openrc
 
@@ -60,7 +65,7 @@ class Sandbox(object):
 
     def __init__(self, state_dir, keystone_port=5000, nova_port=8774,
                  demo=False, keep_running=False, debug=False,
-                 with_plugin=True, out=None, err=None):
+                 with_plugin=True, with_engine=True, out=None, err=None):
         self.state_dir = os.path.abspath(state_dir)
         self.keystone_port = keystone_port
         self.nova_port = nova_port
@@ -68,11 +73,13 @@ class Sandbox(object):
         self.keep_running = keep_running
         self.debug = debug
         self.with_plugin = with_plugin
+        self.with_engine = with_plugin and with_engine
         self.out = out or sys.stdout
         self.err = err or sys.stderr
         self.t0 = time.monotonic()
         self.keystone = None
         self.nova = None
+        self.engine = None
         self._ks_error = None
 
     def progress(self, text):
@@ -129,10 +136,12 @@ class Sandbox(object):
         os.makedirs(self.state_dir, exist_ok=True)
         self._check_ports()
         early = self._setup_logging()
+        engine_proc.stop_stale(self.state_dir)
         passwords = openrc.load_passwords(self.state_dir)
         self.keystone = ks.Keystone(self.state_dir, self.keystone_port,
                                     self.nova_port, passwords)
-        self.progress('state directory %s; logs in nova.log and keystone.log'
+        self.progress('state directory %s; logs in nova.log, '
+                      'nova-lease-engine.log and keystone.log'
                       % self.state_dir)
         ks_thread = threading.Thread(target=self._keystone_thread,
                                      name='keystone-setup', daemon=True)
@@ -150,13 +159,41 @@ class Sandbox(object):
         early.close()
         logging.setup(CONF, 'nova')
         self.nova.setUp()
+        if self.with_engine:
+            # Nova is up: the engine starts while Keystone may still be
+            # getting ready (it asks for a token only when it acts).
+            self.engine = engine_proc.EngineProcess(
+                self.state_dir, self.nova.engine_conf_path,
+                progress=self.progress)
+            self.engine.start()
+        elif self.with_plugin:
+            self.progress('engine: not started (--no-engine); run it with '
+                          '%s --config-file %s' % (
+                              engine_proc.SCRIPT,
+                              self.nova.engine_conf_path))
 
         while ks_thread.is_alive():
             ks_thread.join(0.2)
         if self._ks_error is not None:
             raise SandboxError('keystone failed to start: %s'
                                % self._ks_error)
+        if self.engine is not None:
+            try:
+                self.engine.wait_ready()
+            except engine_proc.EngineError as e:
+                raise SandboxError(str(e))
+        self._set_demo_quota()
         self._write_openrc(passwords)
+
+    def _set_demo_quota(self):
+        from nova_lease.sandbox import nova_aio
+
+        quota = nova_aio.DEMO_QUOTA
+        self.nova.set_quota(self.keystone.admin_session(),
+                            self.keystone.project_ids['demo'], quota)
+        self.progress('nova: quota of project demo: %d instances, %d '
+                      'cores, %d MB of RAM' % (quota['instances'],
+                                               quota['cores'], quota['ram']))
 
     def _write_openrc(self, passwords):
         for user in ('admin', 'demo'):
@@ -171,6 +208,15 @@ class Sandbox(object):
     # -- shut-down ---------------------------------------------------------
 
     def stop(self):
+        if self.engine is not None:
+            # First, while Nova still answers: it finishes or releases
+            # what it is doing.
+            self.progress('stopping nova-lease-engine')
+            engine, self.engine = self.engine, None
+            try:
+                engine.stop()
+            except Exception:
+                LOG.exception('stopping nova-lease-engine failed')
         if self.nova is not None:
             self.progress('stopping nova')
             nova, self.nova = self.nova, None
@@ -206,7 +252,8 @@ class Sandbox(object):
                 env = openrc.read_openrc(self.openrc_path('demo'))
                 admin_env = openrc.read_openrc(self.openrc_path('admin'))
                 code = 0 if demo.run(env, out=self.out,
-                                     admin_env=admin_env) else 1
+                                     admin_env=admin_env,
+                                     engine=self.engine) else 1
                 if not self.keep_running:
                     return code
             while True:

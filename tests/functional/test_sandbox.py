@@ -19,8 +19,12 @@ tests (test_sandbox_reservation).
 """
 
 import atexit
+import configparser
+import datetime
+import json
 import os
 import queue
+import re
 import shutil
 import signal
 import socket
@@ -60,6 +64,18 @@ def free_port():
     with socket.socket() as sock:
         sock.bind(('127.0.0.1', 0))
         return sock.getsockname()[1]
+
+
+def ppid(pid):
+    """The parent pid of pid (from /proc)."""
+    with open('/proc/%d/stat' % pid) as f:
+        # The command name (field 2) may hold blanks: split after it.
+        return int(f.read().rsplit(')', 1)[1].split()[1])
+
+
+def cmdline(pid):
+    with open('/proc/%d/cmdline' % pid, 'rb') as f:
+        return f.read().replace(b'\0', b' ').decode()
 
 
 def alive(pid):
@@ -112,7 +128,7 @@ class Sandbox(object):
         with open(self.err_path) as f:
             text = ('stdout:\n%s\nstderr:\n%s'
                     % ('\n'.join(self.lines), f.read()))
-        for name in ('keystone.log', 'nova.log'):
+        for name in ('keystone.log', 'nova.log', 'nova-lease-engine.log'):
             try:
                 with open(os.path.join(self.state_dir, name)) as f:
                     tail = f.readlines()[-40:]
@@ -158,6 +174,11 @@ class Sandbox(object):
         with open(os.path.join(self.state_dir, 'keystone.pid')) as f:
             return int(f.read())
 
+    def engine_pid(self):
+        """The pid of the sandbox's nova-lease-engine child."""
+        with open(os.path.join(self.state_dir, 'nova-lease-engine.pid')) as f:
+            return int(f.read())
+
     def wait_exit(self, timeout):
         try:
             return self.proc.wait(timeout)
@@ -168,7 +189,6 @@ class Sandbox(object):
     def kill(self):
         if self._err.closed:
             return
-        pid_file = os.path.join(self.state_dir, 'keystone.pid')
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -176,9 +196,15 @@ class Sandbox(object):
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        if os.path.exists(pid_file):
-            pid = self.keystone_pid()
-            if alive(pid):
+        for name in ('keystone.pid', 'nova-lease-engine.pid'):
+            try:
+                with open(os.path.join(self.state_dir, name)) as f:
+                    pid = int(f.read())
+            except (OSError, ValueError):
+                continue
+            # Only a child of this sandbox (its command line names a file of
+            # the state directory), not a process that reuses a stale pid.
+            if alive(pid) and self.state_dir in cmdline(pid):
                 os.kill(pid, signal.SIGKILL)
         self._err.close()
 
@@ -228,6 +254,30 @@ class SandboxTest(ClientMixin, testtools.TestCase):
         keystone_pid = sandbox.keystone_pid()
         self.assertTrue(alive(keystone_pid))
 
+        # The paste filter is named as the README tells operators to name
+        # it, right after keystonecontext in both v2.1 pipelines.
+        paste = configparser.ConfigParser(interpolation=None)
+        paste.read(os.path.join(self.state_dir, 'nova', 'api-paste.ini'))
+        self.assertEqual(
+            'nova_lease.api_ext.middleware:LeaseMiddleware.factory',
+            paste['filter:nova_lease']['paste.filter_factory'])
+        self.assertNotIn('filter:lease', paste)
+        for section in ('composite:openstack_compute_api_v21',
+                        'composite:openstack_compute_api_v21_legacy_v2_'
+                        'compatible'):
+            self.assertIn(' keystonecontext nova_lease ',
+                          paste[section]['keystone'])
+
+        # The demo project's quota has room for what the README and the
+        # demo invite (Nova's default is 10 instances and 20 cores).
+        quota = dict(row[:2] for row in self._rows(self._client(
+            env, 'nova', 'quota-show')))
+        self.assertEqual(('100', '100', '51200'), (
+            quota['instances'], quota['cores'], quota['ram']))
+        # The lease engine runs as a child process of its own.
+        engine_pid = sandbox.engine_pid()
+        self.assertTrue(alive(engine_pid))
+
         self.assertEqual([], self._rows(self._client(env, 'nova', 'list')))
         # The lease database starts empty with Nova's: test_demo (which
         # runs first, in name order, on the same state directory) left its
@@ -253,6 +303,9 @@ class SandboxTest(ClientMixin, testtools.TestCase):
         self.assertEqual(0, sandbox.wait_exit(STOP_TIMEOUT),
                          sandbox.terminal())
         self.assertFalse(alive(keystone_pid), 'keystone child still runs')
+        self.assertFalse(alive(engine_pid), 'engine child still runs')
+        self.assertFalse(os.path.exists(
+            os.path.join(self.state_dir, 'nova-lease-engine.pid')))
         self.assertFalse(os.path.exists(
             os.path.join(self.state_dir, 'keystone.pid')))
 
@@ -264,9 +317,171 @@ class SandboxTest(ClientMixin, testtools.TestCase):
                          sandbox.terminal())
         timeline = '\n'.join(sandbox.lines)
         for text in ('step 1/', 'nova boot --flavor', ' is ACTIVE',
+                     'the sandbox started a new engine: pid ',
+                     ' is still ACTIVE, server ',
                      ' deleted', 'host host3 registered',
                      'openstack reservation lease create --reservation '
                      'resource_type=physical:host,',
                      ' is ACTIVE on host3 (seen by the admin)',
                      'TERMINATED: server ', 'host3 back in the free pool'):
             self.assertIn(text, timeline)
+
+
+def _lease_statuses(reservation):
+    """{lease id: status} of every lease the user sees."""
+    leases = reservation._call('GET', '/leases')['leases']
+    return {lease['id']: lease['status'] for lease in leases}
+
+
+class SandboxEngineTest(testtools.TestCase):
+    """nova-lease-engine runs as a process of its own in the sandbox."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.state_dir = state_dir()
+
+    def _wait(self, what, predicate, timeout, sandbox):
+        deadline = time.monotonic() + timeout
+        while True:
+            result = predicate()
+            if result:
+                return result
+            if time.monotonic() > deadline:
+                self.fail('timed out waiting for %s\n%s'
+                          % (what, sandbox.terminal()))
+            time.sleep(0.5)
+
+    def test_engine_is_a_process_that_survives_sigkill(self):
+        from nova_lease.sandbox import demo
+
+        sandbox = Sandbox(self.state_dir, test=self)
+        env = sandbox.wait_ready()
+        admin_env = openrc.read_openrc(sandbox.openrc_path('admin'))
+        log = os.path.join(self.state_dir, 'nova-lease-engine.log')
+
+        # A process of its own, a child of the sandbox, running the
+        # installed console script on a configuration file of the sandbox.
+        pid = sandbox.engine_pid()
+        self.assertNotEqual(sandbox.proc.pid, pid)
+        self.assertTrue(alive(pid))
+        self.assertEqual(sandbox.proc.pid, ppid(pid))
+        command = cmdline(pid)
+        self.assertIn(os.path.join(BIN, 'nova-lease-engine'), command)
+        conf_path = os.path.join(self.state_dir, 'nova',
+                                 'nova-lease-engine.conf')
+        self.assertIn('--config-file %s' % conf_path, command)
+        engine_conf = configparser.ConfigParser(interpolation=None)
+        engine_conf.read(conf_path)
+        self.assertTrue(engine_conf['nova_lease']['connection'])
+        size = os.path.getsize(log)
+
+        # The admin registers host3 before anything runs on it; the user
+        # gets an instance lease that starts now (the engine starts it)
+        # and a host lease that starts in a minute.
+        demo.Reservation(admin_env).register_host('host3')
+        compute = demo.Compute(env)
+        hints = {'reserved': 'True', 'lease_params': json.dumps(
+            {'name': 'now-lease', 'start': 'now', 'duration': '1h'})}
+        server = compute.boot('vm1', env['NOVA_LEASE_IMAGE'],
+                              env['NOVA_LEASE_FLAVOR'], hints)
+        self._wait('the instance lease to start', lambda: compute.get(
+            server.id).metadata.get('lease_status') == 'active', 90,
+            sandbox)
+        reservation = demo.Reservation(env)
+        now = datetime.datetime.now(datetime.timezone.utc)
+        start = now + datetime.timedelta(seconds=60)
+        host_lease = reservation.create_lease({
+            'name': 'later-lease',
+            'start_date': start.strftime('%Y-%m-%dT%H:%M:%SZ'),
+            'end_date': (now + datetime.timedelta(hours=1)).strftime(
+                '%Y-%m-%dT%H:%M:%SZ'),
+            'reservations': [{'resource_type': 'physical:host', 'min': 1,
+                              'max': 1, 'hypervisor_properties': '[]',
+                              'resource_properties': '[]'}],
+            'events': []})
+        self.assertEqual('PENDING', host_lease['status'])
+        before = _lease_statuses(reservation)
+        self.assertEqual('PENDING', before[host_lease['id']])
+        self.assertEqual(2, len(before))
+        # The engine logged its work in its own file.
+        self.assertGreater(os.path.getsize(log), size)
+
+        # A crash: the sandbox starts a new engine, which keeps the leases
+        # (the side database is not rebuilt) and starts the host lease.
+        os.kill(pid, signal.SIGKILL)
+        new_pid = self._wait('a new engine', lambda: (
+            os.path.exists(os.path.join(self.state_dir,
+                                        'nova-lease-engine.pid')) and
+            sandbox.engine_pid() != pid and sandbox.engine_pid()), 60,
+            sandbox)
+        self.assertFalse(alive(pid))
+        self.assertTrue(alive(new_pid))
+        self.assertEqual(sandbox.proc.pid, ppid(new_pid))
+
+        def _starts():
+            with open(log) as f:
+                return len(re.findall(r'Lease engine \S+ started', f.read()))
+
+        self._wait('the new engine to start', lambda: _starts() >= 2, 60,
+                   sandbox)
+        restarted = datetime.datetime.now(datetime.timezone.utc)
+        self.assertLess(restarted, start, 'the engine came back only after '
+                        'the host lease was due: nothing left to show')
+        self.assertEqual(before, _lease_statuses(reservation))
+        server = compute.get(server.id)
+        self.assertEqual(('ACTIVE', 'active'), (
+            server.status, server.metadata.get('lease_status')))
+
+        lease = self._wait('the host lease to start', lambda: (
+            reservation.get_lease(host_lease['id'])['status'] == 'ACTIVE'
+            and reservation.get_lease(host_lease['id'])), 120, sandbox)
+        self.assertEqual(['active'], [r['status']
+                                      for r in lease['reservations']])
+
+        # The sandbox killed (no clean-up of its own): its children go too.
+        keystone_pid = sandbox.keystone_pid()
+        sandbox.proc.kill()
+        sandbox.proc.wait()
+        self._wait('the engine child to exit', lambda: not alive(new_pid),
+                   60, sandbox)
+        self._wait('the keystone child to exit',
+                   lambda: not alive(keystone_pid), 30, sandbox)
+
+    def test_no_engine_then_the_users_own(self):
+        from nova_lease.sandbox import demo
+
+        sandbox = Sandbox(self.state_dir, '--no-engine', test=self)
+        env = sandbox.wait_ready()
+        self.assertFalse(os.path.exists(
+            os.path.join(self.state_dir, 'nova-lease-engine.pid')))
+        conf_path = os.path.join(self.state_dir, 'nova',
+                                 'nova-lease-engine.conf')
+        with open(sandbox.err_path) as f:
+            self.assertIn('nova-lease-engine --config-file %s' % conf_path,
+                          f.read())
+
+        # Without an engine a lease that starts now stays PENDING...
+        compute = demo.Compute(env)
+        hints = {'reserved': 'True', 'lease_params': json.dumps(
+            {'name': 'mine', 'start': 'now', 'duration': '1h'})}
+        server = compute.boot('vm1', env['NOVA_LEASE_IMAGE'],
+                              env['NOVA_LEASE_FLAVOR'], hints)
+        self._wait('the server to be ACTIVE', lambda: compute.get(
+            server.id).status == 'ACTIVE', 90, sandbox)
+        reservation = demo.Reservation(env)
+        lease_id = compute.get(server.id).metadata['lease_id']
+        time.sleep(3)
+        self.assertEqual('PENDING', reservation.get_lease(lease_id)['status'])
+
+        # ... until the user runs the engine, as the README shows.
+        with open(os.path.join(self.state_dir, 'mine.log'), 'w') as out:
+            engine = subprocess.Popen(
+                [os.path.join(BIN, 'nova-lease-engine'), '--config-file',
+                 conf_path], stdout=out, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL)
+        self.addCleanup(lambda: engine.poll() is None and engine.kill())
+        self._wait('the lease to start', lambda: reservation.get_lease(
+            lease_id)['status'] == 'ACTIVE', 90, sandbox)
+        engine.send_signal(signal.SIGINT)
+        self.assertEqual(0, engine.wait(STOP_TIMEOUT))
