@@ -98,6 +98,13 @@ class NotEnoughHosts(exception.Conflict):
     msg_fmt = '%(reason)s'
 
 
+class HostHavingAllocations(exception.Conflict):
+    msg_fmt = ('host %(host)s holds capacity promised to %(count)d '
+               'reservation(s) that have not ended (leases %(leases)s): '
+               'a registered host is leased whole, so it cannot be '
+               'registered before they end or are deleted')
+
+
 def _error(field, rule, fmt, *args):
     return lease_params.LeaseParamError(field, rule,
                                         fmt % args if args else fmt)
@@ -769,6 +776,50 @@ def extend_host_lease(session, lease, new_end, cleaning_minutes=0):
                         min(a['start_date'] for a in clash)))))
     for a in allocations:
         db_api.allocation_update(session, a['id'], {'end_date': stop})
+
+
+@db_api.retry_on_deadlock
+def register_host(db, values, now):
+    """Record a reservable host, unless allocations still hold it.
+
+    One writer transaction under the host's lock (``db.api.lock_hosts``,
+    the lock admission control and host allocation take before they
+    promise a host): an allocation on the host that ends after ``now``
+    (an instance lease admitted there, or anything left of an earlier
+    registration) refuses the registration, and no admission can promise
+    the host between the check and the insert.
+
+    :param values: the hosts-table columns (``hypervisor_hostname``...)
+        and ``capabilities``.
+    :returns: the host dict (as ``db.api.host_get``).
+    :raises HostHavingAllocations: (409) naming the leases.
+    :raises nova_lease.db.api.HostExists: (409) registered already.
+    """
+    name = values['hypervisor_hostname']
+    with db.writer() as session:
+        db_api.lock_hosts(session, [name])
+        held = db_api.allocation_list(session, hosts=[name], start=now)
+        if held:
+            rids = sorted({a['reservation_id'] for a in held})
+            leases = sorted({db_api.reservation_get(session, rid)[
+                'lease_id'] for rid in rids})
+            raise HostHavingAllocations(host=name, count=len(rids),
+                                        leases=', '.join(leases))
+        return db_api.host_create(session, values)
+
+
+def unregister_host(db, host, now):
+    """Undo :func:`register_host` unless an allocation holds the host now.
+
+    Returns True if the host row was removed.
+    """
+    name = host['hypervisor_hostname']
+    with db.writer() as session:
+        db_api.lock_hosts(session, [name])
+        if db_api.allocation_list(session, hosts=[name], start=now):
+            return False
+        db_api.host_destroy(session, host['id'])
+        return True
 
 
 def host_allocations(db, hosts=None, lease_id=None, reservation_id=None,

@@ -118,6 +118,26 @@ class HostInUse(exception.Conflict):
                'have not ended (leases %(leases)s); delete them first')
 
 
+class HostHavingServers(exception.Conflict):
+    msg_fmt = ('host %(host)s runs %(count)d server(s): %(servers)s. A '
+               'registered host is leased whole, and the end of a lease '
+               'leaves servers outside the lease alone: move them off '
+               'the host (live or cold migration) or delete them, then '
+               'register it')
+
+
+#: How many servers a HostHavingServers message names.
+_SERVERS_NAMED = 20
+
+
+def _having_servers(name, servers):
+    named = ', '.join('%s (project %s)' % (s['id'], s['project_id'])
+                      for s in servers[:_SERVERS_NAMED])
+    if len(servers) > _SERVERS_NAMED:
+        named += ' and %d more' % (len(servers) - _SERVERS_NAMED)
+    return HostHavingServers(host=name, count=len(servers), servers=named)
+
+
 def error_response(code, message, name=None):
     """A JSON error in Blazar's shape (python-blazarclient reads it)."""
     body = {'error_code': code, 'error_name': name or str(code),
@@ -667,17 +687,36 @@ def create_host(req, ctx):
                                 "node is required")
     caps = {k: v for k, v in _capabilities(body, 'body').items()
             if v is not None}
-    facts = nova_hosts.compute_node_facts(ctx, name.strip())
+    name = name.strip()
+    facts = nova_hosts.compute_node_facts(ctx, name)
+    service_host = facts['service_host']
+    servers = nova_hosts.servers_on_host(ctx, service_host)
+    if servers:
+        raise _having_servers(name, servers)
     db = _db()
-    host = db_api.host_create(db, dict(facts, capabilities=caps,
-                                       reservable=True))
+    host = hosts.register_host(db, dict(facts, capabilities=caps,
+                                        reservable=True), _now())
     hosts.invalidate_host_cache()
+    freepool = _opts().freepool_aggregate
     try:
-        nova_hosts.add_to_freepool(ctx, facts['service_host'],
-                                   _opts().freepool_aggregate)
+        nova_hosts.add_to_freepool(ctx, service_host, freepool)
     except Exception:
         db_api.host_destroy(db, host['id'])
+        hosts.invalidate_host_cache()
         raise
+    # A server scheduled onto the host while it was joining the free pool
+    # (the scheduler keeps unleased work off it from now on): look again.
+    servers = nova_hosts.servers_on_host(ctx, service_host)
+    if servers:
+        if hosts.unregister_host(db, host, _now()):
+            hosts.invalidate_host_cache()
+            nova_hosts.remove_from_freepool(ctx, service_host, freepool)
+            raise _having_servers(name, servers)
+        LOG.warning('Host %(name)s was registered while server(s) %(ids)s '
+                    'started on it; the end of its leases leaves them '
+                    'alone: move them off the host',
+                    {'name': name,
+                     'ids': ', '.join(s['id'] for s in servers)})
     LOG.info('Host %(name)s registered as reservable (id %(id)s)',
              {'name': name, 'id': host['id']})
     return 201, {'host': format_host(host)}
