@@ -836,11 +836,10 @@ def host_allocations(db, hosts=None, lease_id=None, reservation_id=None,
         allocations = db_api.allocation_list(
             session, start=start, end=end, lease_id=lease_id,
             reservation_id=reservation_id)
-        leases = {}
-        if allocations:
-            for r in db_api.reservation_list(session,
-                                             resource_type=RESOURCE_TYPE):
-                leases[r['id']] = r['lease_id']
+        # Any reservation's (an instance lease's allocation on a host
+        # registered later names its lease too).
+        leases = db_api.reservation_lease_ids(
+            session, [a['reservation_id'] for a in allocations])
     by_host = {}
     for a in allocations:
         by_host.setdefault(a['host'], []).append({

@@ -606,6 +606,12 @@ def _delete_lease_tx(db, lease_id, now):
                for r in lease['reservations']):
             hosts.extend_host_lease(session, lease, min(now, lease[
                 'end_date']), cleaning)
+        # The capacity other reservations (instances) were promised goes
+        # with the lease: nothing of it after now.
+        db_api.allocation_cut(
+            session, [r['id'] for r in lease['reservations']
+                      if r['resource_type'] != hosts.RESOURCE_TYPE],
+            min(now, lease['end_date']))
         db_api.lease_update(session, lease_id,
                             {'end_date': min(now, lease['end_date']),
                              'updated_at': now},
