@@ -39,7 +39,9 @@ Rules:
   ``end - start``.
 * ``before_end``: a date in ``[start, end)``; in the hint also a whole
   number of minutes before ``end`` (int or digit string), whose time must
-  also lie in ``[start, end)``.
+  also lie in ``[start, end)``. Without it the warning comes
+  ``minutes_before_end_lease`` before the end, at most half of the lease
+  before it (:func:`default_before_end`).
 * ``on_end``: ``delete`` or ``shelve``. ``retries``: an int in 0..100.
 
 Dates (:func:`parse_datetime`): ``YYYY-MM-DD HH:MM[:SS]`` in UTC, where
@@ -69,6 +71,9 @@ import re
 from nova_lease import exception
 
 START_GRACE = datetime.timedelta(seconds=60)
+#: A default before_end_lease warning comes at most this fraction of the
+#: lease's length before its end (see :func:`default_before_end`).
+BEFORE_END_MAX_FRACTION = 0.5
 NAME_MAX_LENGTH = 255
 MAX_RETRIES = 100
 ON_END_ACTIONS = ('delete', 'shelve')
@@ -274,20 +279,36 @@ class LeaseParams:
     def effective_before_end(self, minutes_before_end_lease):
         """When the before_end_lease event fires, or None for no event.
 
-        An explicit ``before_end`` wins. Otherwise it is ``end`` minus
-        ``minutes_before_end_lease`` (``[nova_lease]`` option), clamped to
-        ``start``; 0 minutes means no event.
+        An explicit ``before_end`` wins; otherwise
+        :func:`default_before_end`.
         """
         if self.before_end is not None:
             return self.before_end
-        if not minutes_before_end_lease:
-            return None
-        try:
-            at = self.end - datetime.timedelta(
-                minutes=minutes_before_end_lease)
-        except OverflowError:
-            return self.start
-        return max(at, self.start)
+        return default_before_end(self.start, self.end,
+                                  minutes_before_end_lease)
+
+
+def default_before_end(start, end, minutes_before_end_lease):
+    """The default time of a lease's before_end_lease warning, or None.
+
+    ``minutes_before_end_lease`` (``[nova_lease]`` option) before ``end``,
+    but never more than :data:`BEFORE_END_MAX_FRACTION` (half) of the
+    lease before it: a lease of an hour or less with the default 60
+    minutes is warned half-way, not at its start (a 1-hour lease 30
+    minutes before its end, a 10-minute one 5 minutes before). 0 minutes
+    means no event (None).
+    """
+    if not minutes_before_end_lease:
+        return None
+    length = end - start
+    try:
+        ahead = datetime.timedelta(minutes=minutes_before_end_lease)
+    except OverflowError:
+        ahead = length
+    ahead = min(ahead, length * BEFORE_END_MAX_FRACTION)
+    # Whole seconds, as the dates of the lease API.
+    ahead = datetime.timedelta(seconds=int(ahead.total_seconds()))
+    return end - ahead
 
 
 def _check_keys(data, allowed):

@@ -47,7 +47,6 @@ returning ``(status, body)``; :data:`ROUTES` is the declarative route
 table (placement's style).
 """
 
-import datetime
 import re
 
 import nova.conf
@@ -466,12 +465,24 @@ def _new_window(lease, body, now):
             'before_end_date', 'range', "'before_end_date' (%s) must be at "
             "or after 'start_date' and before 'end_date'"
             % lease_params.format_short(before_end))
+    if before_end is not None and before_end < now:
+        # (A started lease: its start may be in the past.)
+        if before_end < now - lease_params.START_GRACE:
+            raise lease_params.LeaseParamError(
+                'before_end_date', 'past', "'before_end_date' (%s) is in "
+                "the past (now is %s)" % (
+                    lease_params.format_short(before_end),
+                    lease_params.format_short(now)))
+        before_end = now
     if before_end is None and (end != lease['end_date'] or
                                start != lease['start_date']):
-        minutes = _opts().minutes_before_end_lease
-        if minutes:
-            before_end = max(start, end - datetime.timedelta(
-                minutes=minutes))
+        # Re-armed for the new end; when its default time has passed
+        # already (a short lease extended late), the warning is due now:
+        # before_end_date always names the warning still to come.
+        before_end = lease_params.default_before_end(
+            start, end, _opts().minutes_before_end_lease)
+        if before_end is not None:
+            before_end = max(before_end, now)
     elif before_end is None:
         before_end = lease.get('before_end_date')
     return start, end, before_end

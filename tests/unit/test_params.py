@@ -223,9 +223,18 @@ class LeaseParamsTest(testtools.TestCase):
     def test_effective_before_end(self):
         lp = self._params()
         self.assertEqual(NOW + TD(hours=4), lp.effective_before_end(60))
-        self.assertEqual(NOW, lp.effective_before_end(600))
-        self.assertEqual(NOW, lp.effective_before_end(10 ** 12))
+        self.assertEqual(NOW + TD(hours=2.5), lp.effective_before_end(150))
+        # A short lease: at most half of it before its end, never at its
+        # start.
+        self.assertEqual(NOW + TD(hours=2.5), lp.effective_before_end(600))
+        self.assertEqual(NOW + TD(hours=2.5),
+                         lp.effective_before_end(10 ** 12))
         self.assertIsNone(lp.effective_before_end(0))
+        hour = self._params(end=NOW + TD(hours=1))
+        self.assertEqual(NOW + TD(minutes=30), hour.effective_before_end(60))
+        self.assertEqual(NOW + TD(minutes=50), hour.effective_before_end(10))
+        odd = self._params(end=NOW + TD(seconds=61))
+        self.assertEqual(NOW + TD(seconds=31), odd.effective_before_end(60))
         explicit = self._params(before_end=NOW + TD(hours=1))
         self.assertEqual(NOW + TD(hours=1), explicit.effective_before_end(0))
         self.assertEqual(NOW + TD(hours=1), explicit.effective_before_end(60))
