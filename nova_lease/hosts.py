@@ -189,7 +189,7 @@ def _str(value, field):
         raise _error(field, 'type', "'%s' must be a non-blank string of at "
                      "most 255 characters, got %s", field,
                      lease_params._show(value))
-    return value.strip()
+    return lease_params.check_text(value, field).strip()
 
 
 def _check_query(node, field):
@@ -227,6 +227,8 @@ def _check_query(node, field):
             if isinstance(arg, (list, dict)) or arg is None:
                 raise _error(field, 'format', "'%s': operands of '%s' must "
                              "be strings or numbers", field, op)
+            if isinstance(arg, str):
+                lease_params.check_text(arg, field)
 
 
 def _parse_query(value, field):
@@ -263,6 +265,7 @@ def _parse_extra_specs(value, field):
         if not key or len(key) > 255:
             raise _error(field, 'format', "'%s' has an empty or too long "
                          "key", field)
+        lease_params.check_text(key, field)
         if isinstance(spec, bool):
             spec = 'true' if spec else 'false'
         elif isinstance(spec, numbers.Number):
@@ -271,7 +274,7 @@ def _parse_extra_specs(value, field):
             raise _error('%s.%s' % (field, key), 'type', "'%s.%s' must be a "
                          "string such as \"true\" or \">= 4\", got %s",
                          field, key, lease_params._json_type(spec))
-        specs[key] = spec
+        specs[key] = lease_params.check_text(spec, '%s.%s' % (field, key))
     return specs
 
 

@@ -56,6 +56,10 @@ or a string: digits alone (seconds) or digits followed by ``s``, ``m``,
 ``h`` or ``d`` (any case; blanks around are ignored), e.g. ``"90m"``,
 ``"2h"``, ``"3d"``. No fractions, no compounds like ``"1h30m"``.
 
+Free text (``name``, and the strings other modules check with
+:func:`check_text`) may not contain control characters, NUL included,
+unpaired surrogates or line/paragraph separators (rule ``format``).
+
 Every error is a :class:`LeaseParamError` (HTTP 400) whose ``field`` is the
 field as the user wrote it and whose ``rule`` is one of: ``type``,
 ``format``, ``required``, ``unknown_key``, ``duplicate_key``,
@@ -99,6 +103,13 @@ _DURATION_RE = re.compile(r'(?P<n>[+-]?\d+)\s*(?P<unit>[smhd]?)',
                           re.ASCII | re.IGNORECASE)
 _UNIT_SECONDS = {'': 1, 's': 1, 'm': 60, 'h': 3600, 'd': 86400}
 
+# Control characters (Unicode Cc: C0, DEL, C1), unpaired surrogates
+# (no UTF-8 form: MySQL and PostgreSQL refuse them) and the line and
+# paragraph separators: never part of a name or another free-text field.
+# (PostgreSQL cannot store NUL at all.)
+_BAD_TEXT_RE = re.compile('[\x00-\x1f\x7f-\x9f\ud800-\udfff'
+                          '\u2028\u2029]')
+
 _HINT_NAMES = {'name': 'name', 'start': 'start', 'end': 'end',
                'duration': 'duration', 'before_end': 'before_end',
                'on_end': 'on_end', 'retries': 'retries'}
@@ -124,6 +135,31 @@ class LeaseParamError(exception.Invalid):
         if self.where:
             return self
         return LeaseParamError(self.field, self.rule, self.reason, where)
+
+
+def bad_character(text):
+    """The first forbidden character of a free-text string, or None.
+
+    Forbidden: control characters (NUL, tab, newline, DEL, C1...),
+    unpaired surrogates and the Unicode line/paragraph separators.
+    """
+    match = _BAD_TEXT_RE.search(text)
+    return None if match is None else (match.start(), match.group())
+
+
+def check_text(value, field):
+    """Refuse (400 naming ``field``) a string with a forbidden character.
+
+    Every free-text field goes through it before it is stored: see
+    :func:`bad_character`. Returns ``value``.
+    """
+    found = bad_character(value)
+    if found is not None:
+        index, char = found
+        raise _error(field, 'format', "'%s' must not contain control "
+                     "characters (U+%04X at position %d)", field, ord(char),
+                     index)
+    return value
 
 
 def _error(field, rule, fmt, *args):
@@ -328,7 +364,7 @@ def _parse_name(value, field):
     if not value.strip() or len(value) > NAME_MAX_LENGTH:
         raise _error(field, 'range', "'%s' must be a non-blank string of at "
                      "most %d characters", field, NAME_MAX_LENGTH)
-    return value
+    return check_text(value, field)
 
 
 def _parse_start(value, now, field):

@@ -675,6 +675,8 @@ def _capabilities(values, field='values'):
                                     "string or number" % (field, key))
         if isinstance(value, bool):
             value = 'true' if value else 'false'
+        if isinstance(value, str):
+            lease_params.check_text(value, '%s.%s' % (field, key))
         caps[key] = value
     return caps
 
@@ -702,6 +704,7 @@ def create_host(req, ctx):
     if not isinstance(name, str) or not name.strip():
         raise BadRequest(reason="name: the hypervisor hostname of a compute "
                                 "node is required")
+    lease_params.check_text(name, 'name')
     caps = {k: v for k, v in _capabilities(body, 'body').items()
             if v is not None}
     name = name.strip()
@@ -789,7 +792,7 @@ def _allocation_filters(req):
     filters = {}
     for key in ('lease_id', 'reservation_id'):
         if req.GET.get(key):
-            filters[key] = req.GET[key]
+            filters[key] = lease_params.check_text(req.GET[key], key)
     return filters
 
 
@@ -891,18 +894,22 @@ def handle(req, ctx, rest, base_href):
         if ctx is None:
             return error_response(401, 'authentication required',
                                   'Unauthorized')
+        for key, value in kwargs.items():
+            # Ids come from the URL, percent-decoded: no control
+            # characters (PostgreSQL cannot even compare a NUL).
+            lease_params.check_text(value, key)
         code, body = handler(req, ctx, **kwargs)
         return _json_response(code, body)
     except exception.NovaLeaseException as e:
         if e.code >= 500:
-            LOG.exception('Lease API %s %s failed', req.method, rest)
+            return _internal_error(req, rest)
         return error_response(e.code, str(e), type(e).__name__)
     except nova_exception.PolicyNotAuthorized as e:
         return error_response(403, e.format_message(), 'Forbidden')
     except nova_exception.NovaException as e:
         code = getattr(e, 'code', 500) or 500
         if code >= 500:
-            LOG.exception('Lease API %s %s failed', req.method, rest)
+            return _internal_error(req, rest)
         return error_response(code, e.format_message(), type(e).__name__)
     except db_exc.DBDeadlock:
         LOG.warning('Lease API %s %s: database contention', req.method,
@@ -910,6 +917,22 @@ def handle(req, ctx, rest, base_href):
         return error_response(409, 'the database is busy with conflicting '
                               'requests; retry', 'Conflict')
     except Exception:
-        LOG.exception('Lease API %s %s failed', req.method, rest)
-        return error_response(500, 'internal error in the lease API (see '
-                              'the nova-api log)', 'InternalError')
+        return _internal_error(req, rest)
+
+
+def internal_error_message(req, what):
+    """What a user is told about a 500: no detail, the request id.
+
+    The details (database errors included) are in the nova-api log,
+    found by the request id.
+    """
+    request_id = req.environ.get('openstack.request_id') or 'unknown'
+    return ('%s failed on an internal error (request %s); the nova-api '
+            'log has the details' % (what, request_id))
+
+
+def _internal_error(req, rest):
+    """Log the exception being handled; a 500 that tells nothing of it."""
+    LOG.exception('Lease API %s %s failed', req.method, rest)
+    return error_response(500, internal_error_message(
+        req, 'the lease API request'), 'InternalError')

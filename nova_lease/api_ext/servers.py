@@ -181,6 +181,14 @@ def lease_request(conf, hints, project_id, server_name, now):
                                     allow_zero=True)
     default_name = server_name if isinstance(server_name, str) and (
         server_name.strip()) else None
+    if default_name is not None and (reserved or raw is not None or (
+            opts.default_lease)) and lease_params.bad_character(
+                default_name):
+        # (Nova refuses such a server name too, after the lease would
+        # have been recorded.)
+        raise HintError('name', "'name' (the server name, the lease's "
+                                "name by default) must not contain control "
+                                "characters")
     if raw is not None:
         if reserved is False:
             raise HintError(RESERVED, "'reserved' is False but "
@@ -234,7 +242,8 @@ def add_reservation_metadata(server, hints):
     value = hints.get(RESERVATION_HINT)
     if isinstance(value, list) and len(set(map(str, value))) == 1:
         value = value[0]
-    if not isinstance(value, str) or not 0 < len(value) <= 255:
+    if not isinstance(value, str) or not 0 < len(value) <= 255 or (
+            lease_params.bad_character(value)):
         return False
     metadata = server.get('metadata')
     if metadata is None:
@@ -534,8 +543,11 @@ class ServerCreate(object):
                 LOG.exception('Could not delete server %s', server_id)
                 left.append(server_id)
         self._undo(lease_id)
-        message = ('nova_lease could not record the lease of the new '
-                   'server(s) (%s); ' % error)
+        # (The error itself, which may quote the database, is logged by
+        # the caller; the user gets the request id to find it.)
+        from nova_lease.api_ext import lease_api
+        message = lease_api.internal_error_message(
+            req, 'recording the lease of the new server(s)') + '; '
         if left:
             message += ('these servers could not be deleted: %s'
                         % ', '.join(left))

@@ -124,6 +124,14 @@ class _InputTests(test_lease_api.LeaseAPIMixin):
             message = resp.body['badRequest']['message']
             self.assertIn('lease_params', message)
             self.assertIn('name', message)
+        # The server name is the lease name by default.
+        body = {'server': self._build_server(
+            name='vm\x00', image_uuid=self.image_id, flavor_id='1',
+            networks='none'), 'os:scheduler_hints': {
+                'reserved': 'True', 'lease_params': '{"duration": "1h"}'}}
+        resp = self.api.api_post('/servers', body,
+                                 check_response_status=[400])
+        self.assertIn("'name'", resp.body['badRequest']['message'])
         self.assertEqual([], db_api.lease_list(self.lease_db))
         self.assertEqual([], self.api.get_servers())
 

@@ -207,6 +207,30 @@ class ParseDurationTest(ErrorAssertions, testtools.TestCase):
                          params.parse_duration('2900000d', 'duration'))
 
 
+class TextTest(testtools.TestCase):
+
+    def test_bad_character(self):
+        for text, found in (('ok name', None), ('émoji 👍 ok', None),
+                            ('zero\u200dwidth joiner', None),
+                            ('a\x00b', (1, '\x00')), ('tab\t', (3, '\t')),
+                            ('\x7f', (0, '\x7f')), ('c1\x85', (2, '\x85')),
+                            ('s\ud800', (1, '\ud800')),
+                            ('p\u2029', (1, '\u2029'))):
+            self.assertEqual(found, params.bad_character(text), repr(text))
+
+    def test_check_text(self):
+        self.assertEqual('fine', params.check_text('fine', 'name'))
+        err = self.assertRaises(params.LeaseParamError, params.check_text,
+                                'a\x00b', 'name')
+        self.assertEqual(('name', 'format'), (err.field, err.rule))
+        self.assertIn('U+0000 at position 1', str(err))
+        err = self.assertRaises(params.LeaseParamError,
+                                params.parse_lease_params,
+                                hint(name='x\ny', duration='1h'), NOW)
+        self.assertEqual('name', err.field)
+        self.assertTrue(str(err).startswith('lease_params: '))
+
+
 class LeaseParamsTest(testtools.TestCase):
 
     def _params(self, **kw):
