@@ -28,6 +28,7 @@ openstacksdk could replace novaclient without touching the callers.
 import functools
 import time
 
+from keystoneauth1 import adapter as ks_adapter
 from keystoneauth1 import exceptions as ks_exc
 from keystoneauth1 import loading as ks_loading
 from novaclient import client as nova_client
@@ -40,6 +41,9 @@ from nova_lease import exception
 LOG = logging.getLogger(__name__)
 
 MICROVERSION = '2.96'
+#: The compute API microversion that shows a server's scheduler hints
+#: (python-novaclient stops at 2.96: read through keystoneauth).
+HINTS_MICROVERSION = '2.100'
 DEFAULT_TIMEOUT = 60.0
 AUTH_GROUP = auth_conf.GROUP_NAME
 
@@ -168,6 +172,10 @@ class ComputeClient(object):
         if interface:
             kwargs['endpoint_type'] = interface
         self._nova = nova_client.Client(MICROVERSION, **kwargs)
+        self._adapter = ks_adapter.Adapter(
+            session, service_type=service_type, service_name=service_name,
+            interface=interface or 'public', region_name=region_name,
+            endpoint_override=endpoint_override)
 
     @classmethod
     def from_conf(cls, conf, group=AUTH_GROUP):
@@ -202,6 +210,28 @@ class ComputeClient(object):
             search['all_tenants'] = 1
         return [s.to_dict() for s in
                 self._nova.servers.list(search_opts=search)]
+
+    @_translate('get server scheduler hints')
+    def get_server_scheduler_hints(self, server_id):
+        """The scheduler hints Nova keeps for the server (from its boot).
+
+        ``{hint: [values]}`` as Nova shows them at compute API
+        :data:`HINTS_MICROVERSION`; None when Nova is older than that.
+        """
+        resp = self._adapter.get('/servers/%s' % server_id,
+                                 microversion=HINTS_MICROVERSION,
+                                 raise_exc=False)
+        if resp.status_code == 404:
+            raise ServerNotFound(server_id=server_id, status_code=404)
+        if resp.status_code in (400, 406):
+            return None     # microversion not supported
+        if resp.status_code >= 400:
+            cls = ComputeUnavailable if resp.status_code >= 500 else (
+                ComputeError)
+            raise cls(reason='get server %s at %s: HTTP %s' % (
+                server_id, HINTS_MICROVERSION, resp.status_code),
+                status_code=resp.status_code)
+        return resp.json()['server'].get('scheduler_hints') or {}
 
     @_translate('unshelve server')
     def unshelve_server(self, server_id):

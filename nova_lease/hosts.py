@@ -98,6 +98,13 @@ class NotEnoughHosts(exception.Conflict):
     msg_fmt = '%(reason)s'
 
 
+class HostHavingAllocations(exception.Conflict):
+    msg_fmt = ('host %(host)s holds capacity promised to %(count)d '
+               'reservation(s) that have not ended (leases %(leases)s): '
+               'a registered host is leased whole, so it cannot be '
+               'registered before they end or are deleted')
+
+
 def _error(field, rule, fmt, *args):
     return lease_params.LeaseParamError(field, rule,
                                         fmt % args if args else fmt)
@@ -182,7 +189,7 @@ def _str(value, field):
         raise _error(field, 'type', "'%s' must be a non-blank string of at "
                      "most 255 characters, got %s", field,
                      lease_params._show(value))
-    return value.strip()
+    return lease_params.check_text(value, field).strip()
 
 
 def _check_query(node, field):
@@ -220,6 +227,8 @@ def _check_query(node, field):
             if isinstance(arg, (list, dict)) or arg is None:
                 raise _error(field, 'format', "'%s': operands of '%s' must "
                              "be strings or numbers", field, op)
+            if isinstance(arg, str):
+                lease_params.check_text(arg, field)
 
 
 def _parse_query(value, field):
@@ -256,6 +265,7 @@ def _parse_extra_specs(value, field):
         if not key or len(key) > 255:
             raise _error(field, 'format', "'%s' has an empty or too long "
                          "key", field)
+        lease_params.check_text(key, field)
         if isinstance(spec, bool):
             spec = 'true' if spec else 'false'
         elif isinstance(spec, numbers.Number):
@@ -264,7 +274,7 @@ def _parse_extra_specs(value, field):
             raise _error('%s.%s' % (field, key), 'type', "'%s.%s' must be a "
                          "string such as \"true\" or \">= 4\", got %s",
                          field, key, lease_params._json_type(spec))
-        specs[key] = spec
+        specs[key] = lease_params.check_text(spec, '%s.%s' % (field, key))
     return specs
 
 
@@ -771,6 +781,50 @@ def extend_host_lease(session, lease, new_end, cleaning_minutes=0):
         db_api.allocation_update(session, a['id'], {'end_date': stop})
 
 
+@db_api.retry_on_deadlock
+def register_host(db, values, now):
+    """Record a reservable host, unless allocations still hold it.
+
+    One writer transaction under the host's lock (``db.api.lock_hosts``,
+    the lock admission control and host allocation take before they
+    promise a host): an allocation on the host that ends after ``now``
+    (an instance lease admitted there, or anything left of an earlier
+    registration) refuses the registration, and no admission can promise
+    the host between the check and the insert.
+
+    :param values: the hosts-table columns (``hypervisor_hostname``...)
+        and ``capabilities``.
+    :returns: the host dict (as ``db.api.host_get``).
+    :raises HostHavingAllocations: (409) naming the leases.
+    :raises nova_lease.db.api.HostExists: (409) registered already.
+    """
+    name = values['hypervisor_hostname']
+    with db.writer() as session:
+        db_api.lock_hosts(session, [name])
+        held = db_api.allocation_list(session, hosts=[name], start=now)
+        if held:
+            rids = sorted({a['reservation_id'] for a in held})
+            leases = sorted({db_api.reservation_get(session, rid)[
+                'lease_id'] for rid in rids})
+            raise HostHavingAllocations(host=name, count=len(rids),
+                                        leases=', '.join(leases))
+        return db_api.host_create(session, values)
+
+
+def unregister_host(db, host, now):
+    """Undo :func:`register_host` unless an allocation holds the host now.
+
+    Returns True if the host row was removed.
+    """
+    name = host['hypervisor_hostname']
+    with db.writer() as session:
+        db_api.lock_hosts(session, [name])
+        if db_api.allocation_list(session, hosts=[name], start=now):
+            return False
+        db_api.host_destroy(session, host['id'])
+        return True
+
+
 def host_allocations(db, hosts=None, lease_id=None, reservation_id=None,
                      start=None, end=None):
     """Blazar's allocations: ``[{'resource_id', 'reservations': [...]}]``.
@@ -785,11 +839,10 @@ def host_allocations(db, hosts=None, lease_id=None, reservation_id=None,
         allocations = db_api.allocation_list(
             session, start=start, end=end, lease_id=lease_id,
             reservation_id=reservation_id)
-        leases = {}
-        if allocations:
-            for r in db_api.reservation_list(session,
-                                             resource_type=RESOURCE_TYPE):
-                leases[r['id']] = r['lease_id']
+        # Any reservation's (an instance lease's allocation on a host
+        # registered later names its lease too).
+        leases = db_api.reservation_lease_ids(
+            session, [a['reservation_id'] for a in allocations])
     by_host = {}
     for a in allocations:
         by_host.setdefault(a['host'], []).append({

@@ -240,6 +240,9 @@ def end_early(session, lease, reason, now=None):
     else:
         return None
     _cancel_events(session, lease, reason, now)
+    # The capacity promised to the lease after now goes with it.
+    db_api.allocation_cut(session, [r['id'] for r in lease['reservations']],
+                          now)
     old = current
     for new in path:
         status.check_transition(status.LEASE, old, new)

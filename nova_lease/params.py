@@ -39,7 +39,9 @@ Rules:
   ``end - start``.
 * ``before_end``: a date in ``[start, end)``; in the hint also a whole
   number of minutes before ``end`` (int or digit string), whose time must
-  also lie in ``[start, end)``.
+  also lie in ``[start, end)``. Without it the warning comes
+  ``minutes_before_end_lease`` before the end, at most half of the lease
+  before it (:func:`default_before_end`).
 * ``on_end``: ``delete`` or ``shelve``. ``retries``: an int in 0..100.
 
 Dates (:func:`parse_datetime`): ``YYYY-MM-DD HH:MM[:SS]`` in UTC, where
@@ -53,6 +55,10 @@ Durations (:func:`parse_duration`): an int number of seconds (not a bool),
 or a string: digits alone (seconds) or digits followed by ``s``, ``m``,
 ``h`` or ``d`` (any case; blanks around are ignored), e.g. ``"90m"``,
 ``"2h"``, ``"3d"``. No fractions, no compounds like ``"1h30m"``.
+
+Free text (``name``, and the strings other modules check with
+:func:`check_text`) may not contain control characters, NUL included,
+unpaired surrogates or line/paragraph separators (rule ``format``).
 
 Every error is a :class:`LeaseParamError` (HTTP 400) whose ``field`` is the
 field as the user wrote it and whose ``rule`` is one of: ``type``,
@@ -69,6 +75,9 @@ import re
 from nova_lease import exception
 
 START_GRACE = datetime.timedelta(seconds=60)
+#: A default before_end_lease warning comes at most this fraction of the
+#: lease's length before its end (see :func:`default_before_end`).
+BEFORE_END_MAX_FRACTION = 0.5
 NAME_MAX_LENGTH = 255
 MAX_RETRIES = 100
 ON_END_ACTIONS = ('delete', 'shelve')
@@ -93,6 +102,13 @@ _INT_RE = re.compile(r'[+-]?\d+', re.ASCII)
 _DURATION_RE = re.compile(r'(?P<n>[+-]?\d+)\s*(?P<unit>[smhd]?)',
                           re.ASCII | re.IGNORECASE)
 _UNIT_SECONDS = {'': 1, 's': 1, 'm': 60, 'h': 3600, 'd': 86400}
+
+# Control characters (Unicode Cc: C0, DEL, C1), unpaired surrogates
+# (no UTF-8 form: MySQL and PostgreSQL refuse them) and the line and
+# paragraph separators: never part of a name or another free-text field.
+# (PostgreSQL cannot store NUL at all.)
+_BAD_TEXT_RE = re.compile('[\x00-\x1f\x7f-\x9f\ud800-\udfff'
+                          '\u2028\u2029]')
 
 _HINT_NAMES = {'name': 'name', 'start': 'start', 'end': 'end',
                'duration': 'duration', 'before_end': 'before_end',
@@ -119,6 +135,31 @@ class LeaseParamError(exception.Invalid):
         if self.where:
             return self
         return LeaseParamError(self.field, self.rule, self.reason, where)
+
+
+def bad_character(text):
+    """The first forbidden character of a free-text string, or None.
+
+    Forbidden: control characters (NUL, tab, newline, DEL, C1...),
+    unpaired surrogates and the Unicode line/paragraph separators.
+    """
+    match = _BAD_TEXT_RE.search(text)
+    return None if match is None else (match.start(), match.group())
+
+
+def check_text(value, field):
+    """Refuse (400 naming ``field``) a string with a forbidden character.
+
+    Every free-text field goes through it before it is stored: see
+    :func:`bad_character`. Returns ``value``.
+    """
+    found = bad_character(value)
+    if found is not None:
+        index, char = found
+        raise _error(field, 'format', "'%s' must not contain control "
+                     "characters (U+%04X at position %d)", field, ord(char),
+                     index)
+    return value
 
 
 def _error(field, rule, fmt, *args):
@@ -274,20 +315,36 @@ class LeaseParams:
     def effective_before_end(self, minutes_before_end_lease):
         """When the before_end_lease event fires, or None for no event.
 
-        An explicit ``before_end`` wins. Otherwise it is ``end`` minus
-        ``minutes_before_end_lease`` (``[nova_lease]`` option), clamped to
-        ``start``; 0 minutes means no event.
+        An explicit ``before_end`` wins; otherwise
+        :func:`default_before_end`.
         """
         if self.before_end is not None:
             return self.before_end
-        if not minutes_before_end_lease:
-            return None
-        try:
-            at = self.end - datetime.timedelta(
-                minutes=minutes_before_end_lease)
-        except OverflowError:
-            return self.start
-        return max(at, self.start)
+        return default_before_end(self.start, self.end,
+                                  minutes_before_end_lease)
+
+
+def default_before_end(start, end, minutes_before_end_lease):
+    """The default time of a lease's before_end_lease warning, or None.
+
+    ``minutes_before_end_lease`` (``[nova_lease]`` option) before ``end``,
+    but never more than :data:`BEFORE_END_MAX_FRACTION` (half) of the
+    lease before it: a lease of an hour or less with the default 60
+    minutes is warned half-way, not at its start (a 1-hour lease 30
+    minutes before its end, a 10-minute one 5 minutes before). 0 minutes
+    means no event (None).
+    """
+    if not minutes_before_end_lease:
+        return None
+    length = end - start
+    try:
+        ahead = datetime.timedelta(minutes=minutes_before_end_lease)
+    except OverflowError:
+        ahead = length
+    ahead = min(ahead, length * BEFORE_END_MAX_FRACTION)
+    # Whole seconds, as the dates of the lease API.
+    ahead = datetime.timedelta(seconds=int(ahead.total_seconds()))
+    return end - ahead
 
 
 def _check_keys(data, allowed):
@@ -307,7 +364,7 @@ def _parse_name(value, field):
     if not value.strip() or len(value) > NAME_MAX_LENGTH:
         raise _error(field, 'range', "'%s' must be a non-blank string of at "
                      "most %d characters", field, NAME_MAX_LENGTH)
-    return value
+    return check_text(value, field)
 
 
 def _parse_start(value, now, field):

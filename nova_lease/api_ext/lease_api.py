@@ -47,7 +47,6 @@ returning ``(status, body)``; :data:`ROUTES` is the declarative route
 table (placement's style).
 """
 
-import datetime
 import re
 
 import nova.conf
@@ -116,6 +115,26 @@ class ResourceNotFound(exception.NotFound):
 class HostInUse(exception.Conflict):
     msg_fmt = ('host %(host)s is reserved by %(count)d reservation(s) that '
                'have not ended (leases %(leases)s); delete them first')
+
+
+class HostHavingServers(exception.Conflict):
+    msg_fmt = ('host %(host)s runs %(count)d server(s): %(servers)s. A '
+               'registered host is leased whole, and the end of a lease '
+               'leaves servers outside the lease alone: move them off '
+               'the host (live or cold migration) or delete them, then '
+               'register it')
+
+
+#: How many servers a HostHavingServers message names.
+_SERVERS_NAMED = 20
+
+
+def _having_servers(name, servers):
+    named = ', '.join('%s (project %s)' % (s['id'], s['project_id'])
+                      for s in servers[:_SERVERS_NAMED])
+    if len(servers) > _SERVERS_NAMED:
+        named += ' and %d more' % (len(servers) - _SERVERS_NAMED)
+    return HostHavingServers(host=name, count=len(servers), servers=named)
 
 
 def error_response(code, message, name=None):
@@ -446,12 +465,24 @@ def _new_window(lease, body, now):
             'before_end_date', 'range', "'before_end_date' (%s) must be at "
             "or after 'start_date' and before 'end_date'"
             % lease_params.format_short(before_end))
+    if before_end is not None and before_end < now:
+        # (A started lease: its start may be in the past.)
+        if before_end < now - lease_params.START_GRACE:
+            raise lease_params.LeaseParamError(
+                'before_end_date', 'past', "'before_end_date' (%s) is in "
+                "the past (now is %s)" % (
+                    lease_params.format_short(before_end),
+                    lease_params.format_short(now)))
+        before_end = now
     if before_end is None and (end != lease['end_date'] or
                                start != lease['start_date']):
-        minutes = _opts().minutes_before_end_lease
-        if minutes:
-            before_end = max(start, end - datetime.timedelta(
-                minutes=minutes))
+        # Re-armed for the new end; when its default time has passed
+        # already (a short lease extended late), the warning is due now:
+        # before_end_date always names the warning still to come.
+        before_end = lease_params.default_before_end(
+            start, end, _opts().minutes_before_end_lease)
+        if before_end is not None:
+            before_end = max(before_end, now)
     elif before_end is None:
         before_end = lease.get('before_end_date')
     return start, end, before_end
@@ -586,6 +617,12 @@ def _delete_lease_tx(db, lease_id, now):
                for r in lease['reservations']):
             hosts.extend_host_lease(session, lease, min(now, lease[
                 'end_date']), cleaning)
+        # The capacity other reservations (instances) were promised goes
+        # with the lease: nothing of it after now.
+        db_api.allocation_cut(
+            session, [r['id'] for r in lease['reservations']
+                      if r['resource_type'] != hosts.RESOURCE_TYPE],
+            min(now, lease['end_date']))
         db_api.lease_update(session, lease_id,
                             {'end_date': min(now, lease['end_date']),
                              'updated_at': now},
@@ -638,6 +675,8 @@ def _capabilities(values, field='values'):
                                     "string or number" % (field, key))
         if isinstance(value, bool):
             value = 'true' if value else 'false'
+        if isinstance(value, str):
+            lease_params.check_text(value, '%s.%s' % (field, key))
         caps[key] = value
     return caps
 
@@ -665,19 +704,39 @@ def create_host(req, ctx):
     if not isinstance(name, str) or not name.strip():
         raise BadRequest(reason="name: the hypervisor hostname of a compute "
                                 "node is required")
+    lease_params.check_text(name, 'name')
     caps = {k: v for k, v in _capabilities(body, 'body').items()
             if v is not None}
-    facts = nova_hosts.compute_node_facts(ctx, name.strip())
+    name = name.strip()
+    facts = nova_hosts.compute_node_facts(ctx, name)
+    service_host = facts['service_host']
+    servers = nova_hosts.servers_on_host(ctx, service_host)
+    if servers:
+        raise _having_servers(name, servers)
     db = _db()
-    host = db_api.host_create(db, dict(facts, capabilities=caps,
-                                       reservable=True))
+    host = hosts.register_host(db, dict(facts, capabilities=caps,
+                                        reservable=True), _now())
     hosts.invalidate_host_cache()
+    freepool = _opts().freepool_aggregate
     try:
-        nova_hosts.add_to_freepool(ctx, facts['service_host'],
-                                   _opts().freepool_aggregate)
+        nova_hosts.add_to_freepool(ctx, service_host, freepool)
     except Exception:
         db_api.host_destroy(db, host['id'])
+        hosts.invalidate_host_cache()
         raise
+    # A server scheduled onto the host while it was joining the free pool
+    # (the scheduler keeps unleased work off it from now on): look again.
+    servers = nova_hosts.servers_on_host(ctx, service_host)
+    if servers:
+        if hosts.unregister_host(db, host, _now()):
+            hosts.invalidate_host_cache()
+            nova_hosts.remove_from_freepool(ctx, service_host, freepool)
+            raise _having_servers(name, servers)
+        LOG.warning('Host %(name)s was registered while server(s) %(ids)s '
+                    'started on it; the end of its leases leaves them '
+                    'alone: move them off the host',
+                    {'name': name,
+                     'ids': ', '.join(s['id'] for s in servers)})
     LOG.info('Host %(name)s registered as reservable (id %(id)s)',
              {'name': name, 'id': host['id']})
     return 201, {'host': format_host(host)}
@@ -733,7 +792,7 @@ def _allocation_filters(req):
     filters = {}
     for key in ('lease_id', 'reservation_id'):
         if req.GET.get(key):
-            filters[key] = req.GET[key]
+            filters[key] = lease_params.check_text(req.GET[key], key)
     return filters
 
 
@@ -835,18 +894,22 @@ def handle(req, ctx, rest, base_href):
         if ctx is None:
             return error_response(401, 'authentication required',
                                   'Unauthorized')
+        for key, value in kwargs.items():
+            # Ids come from the URL, percent-decoded: no control
+            # characters (PostgreSQL cannot even compare a NUL).
+            lease_params.check_text(value, key)
         code, body = handler(req, ctx, **kwargs)
         return _json_response(code, body)
     except exception.NovaLeaseException as e:
         if e.code >= 500:
-            LOG.exception('Lease API %s %s failed', req.method, rest)
+            return _internal_error(req, rest)
         return error_response(e.code, str(e), type(e).__name__)
     except nova_exception.PolicyNotAuthorized as e:
         return error_response(403, e.format_message(), 'Forbidden')
     except nova_exception.NovaException as e:
         code = getattr(e, 'code', 500) or 500
         if code >= 500:
-            LOG.exception('Lease API %s %s failed', req.method, rest)
+            return _internal_error(req, rest)
         return error_response(code, e.format_message(), type(e).__name__)
     except db_exc.DBDeadlock:
         LOG.warning('Lease API %s %s: database contention', req.method,
@@ -854,6 +917,22 @@ def handle(req, ctx, rest, base_href):
         return error_response(409, 'the database is busy with conflicting '
                               'requests; retry', 'Conflict')
     except Exception:
-        LOG.exception('Lease API %s %s failed', req.method, rest)
-        return error_response(500, 'internal error in the lease API (see '
-                              'the nova-api log)', 'InternalError')
+        return _internal_error(req, rest)
+
+
+def internal_error_message(req, what):
+    """What a user is told about a 500: no detail, the request id.
+
+    The details (database errors included) are in the nova-api log,
+    found by the request id.
+    """
+    request_id = req.environ.get('openstack.request_id') or 'unknown'
+    return ('%s failed on an internal error (request %s); the nova-api '
+            'log has the details' % (what, request_id))
+
+
+def _internal_error(req, rest):
+    """Log the exception being handled; a 500 that tells nothing of it."""
+    LOG.exception('Lease API %s %s failed', req.method, rest)
+    return error_response(500, internal_error_message(
+        req, 'the lease API request'), 'InternalError')

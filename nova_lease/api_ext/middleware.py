@@ -42,8 +42,9 @@ API_PREFIX = '/os-reservation'
 # dashes (nova.api.openstack.ProjectMapper); match the same.
 _PROJECT = r'(?:/[0-9a-f\-]+)?'
 _SERVERS_RE = re.compile(r'^%s/servers/?$' % _PROJECT)
+# (DOTALL: a percent-encoded newline in an id is the lease API's to refuse.)
 _LEASE_API_RE = re.compile(r'^(?P<base>%s%s)(?P<rest>/.*)?$'
-                           % (_PROJECT, re.escape(API_PREFIX)))
+                           % (_PROJECT, re.escape(API_PREFIX)), re.DOTALL)
 
 _VERSION_ID = 'v1.0'
 

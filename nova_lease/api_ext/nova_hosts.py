@@ -22,7 +22,10 @@ own REST controllers do:
 * the free pool: ``nova.compute.api.AggregateAPI`` (the os-aggregates
   code path: it also mirrors the membership to Placement and tells the
   scheduler) creates the ``[nova_lease] freepool_aggregate`` aggregate if
-  it is missing and adds or removes the host's compute service.
+  it is missing and adds or removes the host's compute service;
+* the servers a host runs: its cell (``HostMapping``) and the instances
+  of that cell whose ``host`` is the compute service, any project, any
+  state (a host that runs servers is not registered).
 
 No HTTP round trip, no service credentials in nova-api. The engine, a
 separate process, moves hosts between aggregates through the compute
@@ -33,7 +36,9 @@ import threading
 
 from nova import availability_zones
 from nova.compute import api as compute_api
+from nova import context as nova_context
 from nova import exception as nova_exception
+from nova import objects
 from oslo_log import log as logging
 
 from nova_lease import exception
@@ -51,6 +56,11 @@ class ComputeHostNotFound(exception.NotFound):
 
 class FreePoolError(exception.Conflict):
     msg_fmt = '%(reason)s'
+
+
+class CellUnavailable(exception.Conflict):
+    msg_fmt = ('cannot tell which servers host %(host)s runs: its cell '
+               'did not answer (%(reason)s); retry later')
 
 
 def _api(name):
@@ -149,3 +159,32 @@ def aggregates_of(ctx, service_host):
     """Names of the aggregates that hold the host."""
     return sorted(a.name for a in _api('aggregate').get_aggregates_by_host(
         ctx.elevated(), service_host))
+
+
+def servers_on_host(ctx, service_host):
+    """The servers (not deleted) of any project on a compute service host.
+
+    Returns ``[{'id', 'project_id', 'name', 'vm_state'}]`` ordered by id,
+    read from the host's cell database (``HostMapping``); a host without
+    a mapping (never discovered) runs none.
+
+    :raises CellUnavailable: (409) the cell database did not answer.
+    """
+    ctx = ctx.elevated()
+    try:
+        mapping = objects.HostMapping.get_by_host(ctx, service_host)
+    except nova_exception.HostMappingNotFound:
+        return []
+    try:
+        with nova_context.target_cell(ctx, mapping.cell_mapping) as cctx:
+            instances = objects.InstanceList.get_by_filters(
+                cctx, {'host': service_host, 'deleted': False},
+                expected_attrs=[])
+    except Exception as e:
+        LOG.exception('Could not list the servers of host %s',
+                      service_host)
+        raise CellUnavailable(host=service_host,
+                              reason=type(e).__name__) from e
+    return sorted(({'id': inst.uuid, 'project_id': inst.project_id,
+                    'name': inst.display_name, 'vm_state': inst.vm_state}
+                   for inst in instances), key=lambda s: s['id'])

@@ -26,6 +26,11 @@ enabled (``default_lease_duration`` from now), unless its project is in
 ``default_lease_exempt_projects``. ``reserved=False`` does not opt out of
 the default lease: it is the operator's rule.
 
+Any boot with ``--hint reservation=<id>`` (a host reservation's id),
+leased or not, gets the server metadata ``lease_reservation_id=<id>``
+(:func:`add_reservation_metadata`): the end of that host lease acts only
+on servers that carry it.
+
 For a leased boot, the filter, in the request's thread:
 
 1. validates the hints (400 in Nova's fault format naming the field),
@@ -65,6 +70,7 @@ from nova_lease import exception
 from nova_lease import leases
 from nova_lease import notifications
 from nova_lease import params as lease_params
+from nova_lease.plugins import host as host_plugin
 from nova_lease.policies import lease as lease_policies
 from nova_lease import policy
 from nova_lease.scheduler import admission
@@ -175,6 +181,14 @@ def lease_request(conf, hints, project_id, server_name, now):
                                     allow_zero=True)
     default_name = server_name if isinstance(server_name, str) and (
         server_name.strip()) else None
+    if default_name is not None and (reserved or raw is not None or (
+            opts.default_lease)) and lease_params.bad_character(
+                default_name):
+        # (Nova refuses such a server name too, after the lease would
+        # have been recorded.)
+        raise HintError('name', "'name' (the server name, the lease's "
+                                "name by default) must not contain control "
+                                "characters")
     if raw is not None:
         if reserved is False:
             raise HintError(RESERVED, "'reserved' is False but "
@@ -206,6 +220,41 @@ def _count(server):
     if min_count < 1 or max_count < min_count:
         return None
     return max_count
+
+
+#: The boot hint that asks for the hosts of a host reservation.
+RESERVATION_HINT = 'reservation'
+
+
+def add_reservation_metadata(server, hints):
+    """Record ``--hint reservation=<id>`` in the server's metadata.
+
+    A boot with the hint gets the metadata ``lease_reservation_id=<id>``
+    (:data:`nova_lease.plugins.host.META_SERVER_RESERVATION`; a value the
+    user gave for that key is replaced): at the end of the host lease the
+    engine acts only on the servers of the lease's project that carry it
+    (see :mod:`nova_lease.plugins.host`). Whether the hint leads anywhere
+    is LeaseFilter's business; a malformed hint (not one string) or
+    malformed metadata is left for Nova and the scheduler to refuse.
+
+    Returns True if ``server`` (the request's ``server`` object) changed.
+    """
+    value = hints.get(RESERVATION_HINT)
+    if isinstance(value, list) and len(set(map(str, value))) == 1:
+        value = value[0]
+    if not isinstance(value, str) or not 0 < len(value) <= 255 or (
+            lease_params.bad_character(value)):
+        return False
+    metadata = server.get('metadata')
+    if metadata is None:
+        metadata = {}
+    if not isinstance(metadata, dict):
+        return False
+    key = host_plugin.META_SERVER_RESERVATION
+    if metadata.get(key) == value:
+        return False
+    server['metadata'] = dict(metadata, **{key: value})
+    return True
 
 
 class ServerCreate(object):
@@ -289,6 +338,8 @@ class ServerCreate(object):
                 break
         if not isinstance(hints, dict):
             return req.get_response(self.application)
+        if add_reservation_metadata(server, hints):
+            req.body = jsonutils.dump_as_bytes(body)
         if ctx is None:
             if RESERVED in hints or LEASE_PARAMS in hints:
                 LOG.error('nova_lease: no nova.context: the filter must '
@@ -492,8 +543,11 @@ class ServerCreate(object):
                 LOG.exception('Could not delete server %s', server_id)
                 left.append(server_id)
         self._undo(lease_id)
-        message = ('nova_lease could not record the lease of the new '
-                   'server(s) (%s); ' % error)
+        # (The error itself, which may quote the database, is logged by
+        # the caller; the user gets the request id to find it.)
+        from nova_lease.api_ext import lease_api
+        message = lease_api.internal_error_message(
+            req, 'recording the lease of the new server(s)') + '; '
         if left:
             message += ('these servers could not be deleted: %s'
                         % ', '.join(left))

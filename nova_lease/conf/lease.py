@@ -71,10 +71,18 @@ next host lease on it may start.
                default=60,
                min=0,
                help="""
-Minutes before a lease ends at which its before_end_lease event fires.
+Minutes before a lease ends at which its before_end_lease event fires (the
+lease.before_end notification, and the plugins' before_end action), unless
+the lease sets before_end (before_end_date) itself.
 
-The event time is clamped to the lease start. 0 disables the event unless a
-lease sets before_end explicitly.
+A short lease is warned at most half of its length before its end: with the
+default 60, a lease of two hours or more is warned 60 minutes before its
+end, a 1-hour lease 30 minutes before, a 10-minute lease 5 minutes before
+(never at its start). When a lease's end moves, the warning is armed again
+for the new end; if that time has passed already, it fires at once.
+
+Possible values: 0 (no before_end_lease event unless a lease asks for one),
+or a number of minutes.
 """),
     cfg.BoolOpt('default_lease',
                 default=False,

@@ -1496,6 +1496,41 @@ def allocation_destroy_by_reservation(db, reservation_id):
         return count
 
 
+def allocation_cut(db, reservation_ids, at):
+    """End the allocations of reservations at ``at`` (an early end).
+
+    Allocations that start at or after ``at`` are deleted, those that
+    run past it end there; earlier ones are kept. Returns how many rows
+    changed.
+    """
+    reservation_ids = sorted(set(reservation_ids))
+    if not reservation_ids:
+        return 0
+    at = _naive_utc(at)
+    with _writing(db) as session:
+        mine = ALLOCATIONS.c.reservation_id.in_(reservation_ids)
+        count = session.execute(sa.delete(ALLOCATIONS).where(
+            mine, ALLOCATIONS.c.start_date >= at)).rowcount
+        count += session.execute(sa.update(ALLOCATIONS).where(
+            mine, ALLOCATIONS.c.end_date > at).values(end_date=at)).rowcount
+        if count:
+            _journal(session, [(None, rid) for rid in reservation_ids])
+        return count
+
+
+def reservation_lease_ids(db, reservation_ids):
+    """{reservation id: lease id} for the given reservation ids."""
+    reservation_ids = sorted(set(reservation_ids))
+    result = {}
+    with _reading(db) as session:
+        for i in range(0, len(reservation_ids), 500):
+            part = reservation_ids[i:i + 500]
+            result.update(session.execute(
+                sa.select(RESERVATIONS.c.id, RESERVATIONS.c.lease_id)
+                .where(RESERVATIONS.c.id.in_(part))).all())
+    return result
+
+
 # -- hosts ------------------------------------------------------------------
 
 def _host_id(host_id):

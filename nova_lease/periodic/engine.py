@@ -593,11 +593,11 @@ class Engine(object):
                 notices = ()
             else:
                 try:
-                    self._act(job, event, lease)
+                    notes = self._act(job, event, lease)
                 except Exception as e:
                     result, notices = self._failure(event, lease, e)
                 else:
-                    result, notices = self._success(event, lease)
+                    result, notices = self._success(event, lease, notes)
         except Exception as e:     # a bug: keep the claim, say so
             LOG.exception('Engine error on event %s', event['id'])
             result, notices = self._failure(event, lease, e)
@@ -631,6 +631,7 @@ class Engine(object):
                   'attempt %(n)d', {'type': etype, 'lease': lease['id'],
                                     'name': lease.get('name'),
                                     'n': event['attempts']})
+        notes = []
         for reservation in lease.get('reservations') or ():
             if reservation.get('status') == _R.DELETED:
                 continue
@@ -644,14 +645,17 @@ class Engine(object):
             job.call_what = what
             job.call_started = time.monotonic()
             try:
-                getattr(plugin, method)(lease, reservation)
+                note = getattr(plugin, method)(lease, reservation)
             except Exception as e:
                 raise plugin_base.PluginError(
                     reason='%s failed: %s' % (what, e)) from e
             finally:
                 job.call_started = None
+            if isinstance(note, str) and note:
+                notes.append(note)
         if etype == _T.BEFORE_END_LEASE:
             self._send(notifications.BEFORE_END, lease)
+        return notes
 
     def _result(self, event, event_status, **extra):
         result = {'event_id': event['id'], 'lease_id': event['lease_id'],
@@ -659,30 +663,43 @@ class Engine(object):
         result.update(extra)
         return result
 
-    def _success(self, event, lease):
+    def _success(self, event, lease, notes=()):
+        """The result of a finished action.
+
+        ``notes``: what the plugins said about it (see
+        nova_lease.plugins.base: e.g. servers left alone); they become
+        the lease's status_reason (None clears an old one) and the
+        event's last_error, and go with its notification.
+        """
         etype = event['event_type']
         self.stats['done'] += 1
+        note = '; '.join(notes) or None
         extra = {}
+        if note:
+            LOG.warning('%(type)s of lease %(lease)s: %(note)s',
+                        {'type': etype, 'lease': lease['id'],
+                         'note': note})
+            extra = {'status_reason': note, 'last_error': note}
         new = None
         if etype == _T.START_LEASE:
             new = _L.ACTIVE
-            extra = {'lease_status': str(new),
-                     'lease_expected': [str(_L.STARTING)],
-                     'status_reason': None,
-                     'reservation_status': str(_R.ACTIVE),
-                     'reservation_expected': [str(_R.PENDING)]}
+            extra.update({'lease_status': str(new),
+                          'lease_expected': [str(_L.STARTING)],
+                          'status_reason': note,
+                          'reservation_status': str(_R.ACTIVE),
+                          'reservation_expected': [str(_R.PENDING)]})
         elif etype == _T.END_LEASE:
             new = _L.TERMINATED
-            extra = {'lease_status': str(new),
-                     'lease_expected': [str(_L.TERMINATING)],
-                     'status_reason': None,
-                     'reservation_status': str(_R.DELETED),
-                     'reservation_expected': _sources(status.RESERVATION,
-                                                      _R.DELETED)}
+            extra.update({'lease_status': str(new),
+                          'lease_expected': [str(_L.TERMINATING)],
+                          'status_reason': note,
+                          'reservation_status': str(_R.DELETED),
+                          'reservation_expected': _sources(
+                              status.RESERVATION, _R.DELETED)})
         notices = ()
         if etype in _SUCCESS_NOTICES:
             notices = ((_SUCCESS_NOTICES[etype],
-                        dict(lease, status=str(new), status_reason=None)),)
+                        dict(lease, status=str(new), status_reason=note)),)
         LOG.debug('%(type)s of lease %(lease)s done',
                   {'type': etype, 'lease': lease['id']})
         return self._result(event, _E.DONE, **extra), notices

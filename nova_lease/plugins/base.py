@@ -31,6 +31,14 @@ back-off and finally puts the event and the lease in ERROR, with the
 exception's message in the lease's status_reason, so make that message say
 what failed and on which resource.
 
+A method that succeeds may return a short text (a note) about what it
+did not do or found wrong without failing, e.g. the servers it left alone
+on a host that did not belong to the lease: the engine logs it, records it
+as the lease's ``status_reason`` and the event's ``last_error`` (the event
+is still DONE), and sends it with the lease notification. Return None
+(what a method without a return statement does) when there is nothing to
+say.
+
 Plugins are found with stevedore in the ``nova_lease.resource_plugins``
 entry point namespace; ``[nova_lease] resource_plugins`` lists the names to
 load. A plugin class is built as ``cls(conf)``.

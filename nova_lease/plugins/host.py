@@ -23,9 +23,26 @@ Nova host aggregates through the compute API (nova_lease.compute):
   freepool_aggregate``) -- in that order, so that a host is never outside
   both; record the aggregate id on the reservation.
 * ``on_end`` / ``cancel``: delete (or, with the lease's ``on_end`` or
-  ``[nova_lease] on_end`` = ``shelve``, shelve-offload) every server still
-  on the hosts, wait until they are gone, add the hosts back to the free
-  pool, remove them from the reservation's aggregate and delete it.
+  ``[nova_lease] on_end`` = ``shelve``, shelve-offload) the servers of
+  the lease still on the hosts, wait until they are gone, add the hosts
+  back to the free pool, remove them from the reservation's aggregate and
+  delete it.
+
+A server belongs to the lease when it is of the lease's project and was
+booted with ``--hint reservation=<reservation id>``: the nova-api filter
+records the hint as the server metadata :data:`META_SERVER_RESERVATION`
+(``lease_reservation_id``); a server of the project without that key
+(booted before the filter recorded it) is asked about once: Nova keeps
+the boot hints of every server (shown from compute API 2.100). A server
+linked to a reservation of the same lease belongs to it too. Anything
+else found on the hosts (another project's server, one an admin forced
+onto the host, which bypasses the scheduler's filters) is left alone:
+it is logged as a warning, and ``on_end``/``cancel`` return a note naming
+it, which the engine records as the lease's ``status_reason`` (and sends
+with the ``lease.end`` notification). The lease still ends and its hosts
+still go back to the free pool, where later leases were promised them:
+the servers left there are the operator's to move (``nova-lease-manage
+audit`` reports them).
 
 Every step looks before it acts, so a retried or repeated start or end
 does nothing twice and fails on nothing already done.
@@ -45,6 +62,13 @@ AGGREGATE_PREFIX = 'reservation-'
 META_RESERVATION = 'nova_lease_reservation_id'
 META_LEASE = 'nova_lease_lease_id'
 META_PROJECT = 'nova_lease_project_id'
+#: Server metadata set by the nova-api filter on a boot with
+#: ``--hint reservation=<id>`` (the reservation id).
+META_SERVER_RESERVATION = 'lease_reservation_id'
+#: The boot hint itself (as Nova keeps it in the server's RequestSpec).
+RESERVATION_HINT = 'reservation'
+#: How many servers left alone a note names (the rest are counted).
+NOTE_SERVERS = 20
 
 _SHELVED = ('SHELVED', 'SHELVED_OFFLOADED')
 
@@ -148,16 +172,21 @@ class HostPlugin(base.ComputePlugin):
 
     def on_end(self, lease, reservation):
         action = lease.get('on_end') or self.conf.nova_lease.on_end
-        self._release(lease, reservation, action)
+        return self._release(lease, reservation, action)
 
     def cancel(self, lease, reservation):
-        self._release(lease, reservation, 'delete')
+        return self._release(lease, reservation, 'delete')
 
     def _release(self, lease, reservation, action):
+        """Clear and free the hosts; a note on what was left alone, or None.
+        """
         hosts = self._hosts(reservation)
         name = aggregate_name(reservation['id'])
+        left = []
         for host in hosts:
-            self._clear_host(lease, host, action)
+            left.extend((host, server)
+                        for server in self._clear_host(lease, reservation,
+                                                       host, action))
         aggregates = self._aggregates()
         aggregate = aggregates.get(name)
         pool = self._freepool(aggregates, create=True)
@@ -183,8 +212,57 @@ class HostPlugin(base.ComputePlugin):
             LOG.info('Deleting aggregate %(name)s of lease %(lease)s',
                      {'name': name, 'lease': lease['id']})
             self.compute.delete_aggregate(aggregate['id'])
+        return self._note(lease, reservation, left)
 
-    def _clear_host(self, lease, host, action):
+    @staticmethod
+    def _note(lease, reservation, left):
+        if not left:
+            return None
+        named = ', '.join(
+            '%s on %s (project %s)' % (server['id'], host,
+                                       server.get('tenant_id'))
+            for host, server in left[:NOTE_SERVERS])
+        if len(left) > NOTE_SERVERS:
+            named += ' and %d more' % (len(left) - NOTE_SERVERS)
+        return ('%d server(s) found on the hosts of reservation %s do not '
+                'belong to the lease (not booted by project %s with --hint '
+                'reservation=%s) and were left alone: %s'
+                % (len(left), reservation['id'], lease['project_id'],
+                   reservation['id'], named))
+
+    def _linked(self, lease):
+        """Servers linked to reservations of the lease (resource ids)."""
+        return {r.get('resource_id') for r in lease.get('reservations') or ()
+                if r.get('resource_id') and r.get('resource_type') !=
+                RESOURCE_TYPE}
+
+    def _belongs(self, lease, reservation, server, linked):
+        """Is the server the lease's (see the module docstring)?"""
+        if server.get('tenant_id') != lease['project_id']:
+            return False
+        if server['id'] in linked:
+            return True
+        metadata = server.get('metadata') or {}
+        if META_SERVER_RESERVATION in metadata:
+            return metadata[META_SERVER_RESERVATION] == reservation['id']
+        # Booted before the filter recorded the hint: Nova's own record.
+        try:
+            hints = self.compute.get_server_scheduler_hints(server['id'])
+        except compute.ServerNotFound:
+            return False
+        except compute.ComputeError as e:
+            LOG.warning('Cannot read the boot hints of server %(server)s '
+                        '(%(error)s): it is left alone',
+                        {'server': server['id'], 'error': e})
+            return False
+        value = (hints or {}).get(RESERVATION_HINT)
+        if isinstance(value, list):
+            value = value[0] if len(set(value)) == 1 else None
+        return value == reservation['id']
+
+    def _clear_host(self, lease, reservation, host, action):
+        """Delete or shelve the lease's servers on host; return the others.
+        """
         listed = self.compute.list_servers(all_projects=True, host=host)
         # Nova drops admin-only filters (host, all_tenants) for a user
         # who is not an admin: never act on a server not seen on the host.
@@ -195,6 +273,17 @@ class HostPlugin(base.ComputePlugin):
                         'on it (is the engine\'s service user an admin?); '
                         'left alone', {'n': len(listed) - len(servers),
                                        'host': host})
+        linked = self._linked(lease)
+        others = [s for s in servers
+                  if not self._belongs(lease, reservation, s, linked)]
+        servers = [s for s in servers if s not in others]
+        for server in others:
+            LOG.warning('Server %(server)s (project %(project)s) on host '
+                        '%(host)s does not belong to lease %(lease)s '
+                        '(reservation %(rid)s): left alone at its end',
+                        {'server': server['id'],
+                         'project': server.get('tenant_id'), 'host': host,
+                         'lease': lease['id'], 'rid': reservation['id']})
         for server in servers:
             server_id = server['id']
             status = server.get('status')
@@ -231,3 +320,4 @@ class HostPlugin(base.ComputePlugin):
                 self.compute.wait_for_server(server['id'], (),
                                              self._timeout, gone_ok=True,
                                              fail_statuses=())
+        return others

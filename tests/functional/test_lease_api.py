@@ -352,8 +352,9 @@ class LeaseAPITest(LeaseAPIMixin, base.LeaseFunctionalBase):
             'start_date': self._at(hours=3),
             'end_date': self._at(hours=4)}).body['lease']
         self.assertEqual('2030-01-01T15:00:00.000000', moved['start_date'])
+        # (The 1-hour lease is warned 30 minutes before its end.)
         self.assertEqual(
-            ['2030-01-01T15:00:00.000000', '2030-01-01T15:00:00.000000',
+            ['2030-01-01T15:00:00.000000', '2030-01-01T15:30:00.000000',
              '2030-01-01T16:00:00.000000'],
             [e['time'] for e in moved['events']])
         allocs = db_api.allocation_list(self.lease_db, lease_id=a['id'])

@@ -131,6 +131,41 @@ class EngineTest(testtools.TestCase):
         self.assertEqual(['DONE'] * 3, [e['status'] for e in got['events']])
         self.assertEqual(3, engine.stats['done'])
 
+    def test_plugin_note_becomes_the_status_reason(self):
+        class Noting(plugin_base.ResourcePlugin):
+            resource_type = 'noop'
+
+            def on_start(self, lease, reservation):
+                return None
+
+            def on_end(self, lease, reservation):
+                return 'left server s1 alone'
+
+        notices = []
+
+        class Notifier(object):
+            def notify(self, event_type, lease):
+                notices.append((event_type, lease['status_reason']))
+
+        engine = lease_engine.Engine(_conf(), db=self.db,
+                                     plugins={'noop': Noting(_conf())},
+                                     notifier=Notifier())
+        self.addCleanup(engine.close)
+        lease = self._lease(reservations=('noop', 'noop'))
+        engine.process_due()
+        self.assertIsNone(self._get(lease)['status_reason'])
+        self._advance(minutes=60)
+        engine.process_due()
+        engine.close()
+        got = self._get(lease)
+        note = 'left server s1 alone; left server s1 alone'
+        self.assertEqual(('TERMINATED', note),
+                         (got['status'], got['status_reason']))
+        end = [e for e in got['events'] if e['event_type'] == 'end_lease'][0]
+        self.assertEqual(('DONE', note), (end['status'], end['last_error']))
+        self.assertEqual([('lease.start', None), ('lease.end', note)],
+                         notices)
+
     def test_retry_with_backoff_then_success(self):
         engine = self._engine(fail_first=2)
         lease = self._lease()

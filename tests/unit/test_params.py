@@ -207,6 +207,30 @@ class ParseDurationTest(ErrorAssertions, testtools.TestCase):
                          params.parse_duration('2900000d', 'duration'))
 
 
+class TextTest(testtools.TestCase):
+
+    def test_bad_character(self):
+        for text, found in (('ok name', None), ('émoji 👍 ok', None),
+                            ('zero\u200dwidth joiner', None),
+                            ('a\x00b', (1, '\x00')), ('tab\t', (3, '\t')),
+                            ('\x7f', (0, '\x7f')), ('c1\x85', (2, '\x85')),
+                            ('s\ud800', (1, '\ud800')),
+                            ('p\u2029', (1, '\u2029'))):
+            self.assertEqual(found, params.bad_character(text), repr(text))
+
+    def test_check_text(self):
+        self.assertEqual('fine', params.check_text('fine', 'name'))
+        err = self.assertRaises(params.LeaseParamError, params.check_text,
+                                'a\x00b', 'name')
+        self.assertEqual(('name', 'format'), (err.field, err.rule))
+        self.assertIn('U+0000 at position 1', str(err))
+        err = self.assertRaises(params.LeaseParamError,
+                                params.parse_lease_params,
+                                hint(name='x\ny', duration='1h'), NOW)
+        self.assertEqual('name', err.field)
+        self.assertTrue(str(err).startswith('lease_params: '))
+
+
 class LeaseParamsTest(testtools.TestCase):
 
     def _params(self, **kw):
@@ -223,9 +247,18 @@ class LeaseParamsTest(testtools.TestCase):
     def test_effective_before_end(self):
         lp = self._params()
         self.assertEqual(NOW + TD(hours=4), lp.effective_before_end(60))
-        self.assertEqual(NOW, lp.effective_before_end(600))
-        self.assertEqual(NOW, lp.effective_before_end(10 ** 12))
+        self.assertEqual(NOW + TD(hours=2.5), lp.effective_before_end(150))
+        # A short lease: at most half of it before its end, never at its
+        # start.
+        self.assertEqual(NOW + TD(hours=2.5), lp.effective_before_end(600))
+        self.assertEqual(NOW + TD(hours=2.5),
+                         lp.effective_before_end(10 ** 12))
         self.assertIsNone(lp.effective_before_end(0))
+        hour = self._params(end=NOW + TD(hours=1))
+        self.assertEqual(NOW + TD(minutes=30), hour.effective_before_end(60))
+        self.assertEqual(NOW + TD(minutes=50), hour.effective_before_end(10))
+        odd = self._params(end=NOW + TD(seconds=61))
+        self.assertEqual(NOW + TD(seconds=31), odd.effective_before_end(60))
         explicit = self._params(before_end=NOW + TD(hours=1))
         self.assertEqual(NOW + TD(hours=1), explicit.effective_before_end(0))
         self.assertEqual(NOW + TD(hours=1), explicit.effective_before_end(60))
