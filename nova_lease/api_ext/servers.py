@@ -36,7 +36,10 @@ For a leased boot, the filter, in the request's thread:
    (``max_count``), see :mod:`nova_lease.leases`;
 3. adds ``lease_id`` and ``lease_status=pending`` to the request's server
    ``metadata``, so that Nova stores them with the server(s) at create
-   (no extra call; user-given values of these two keys are replaced);
+   (no extra call; user-given values of these two keys are replaced), and
+   the internal scheduler hint ``nova_lease_id=<lease id>``, by which
+   LeaseFilter knows the first boot of a leased server (a boot that sends
+   ``nova_lease_id`` or ``nova_lease_reservation`` itself is a 400);
 4. passes the request on. A Nova error (any status but 202) removes the
    lease and returns Nova's answer unchanged;
 5. finds the created server ids: the 202's ``server.id`` for a single
@@ -195,6 +198,16 @@ def lease_request(conf, hints, project_id, server_name, now):
     return LeaseRequest(params, default=True)
 
 
+def _set_hint(body, key, value):
+    """Set scheduler hint ``key`` in the request body, where Nova reads it.
+    """
+    for hint_key in HINT_KEYS:
+        if isinstance(body.get(hint_key), dict):
+            body[hint_key][key] = value
+            return
+    body[HINT_KEYS[0]] = {key: value}
+
+
 def _count(server):
     """max_count of the request (min_count if absent), or None if invalid.
     """
@@ -289,6 +302,12 @@ class ServerCreate(object):
                 break
         if not isinstance(hints, dict):
             return req.get_response(self.application)
+        for key in lease_params.INTERNAL_HINTS:
+            if key in hints:
+                return _fault(webob.exc.HTTPBadRequest,
+                              "'%s' is an internal scheduler hint of "
+                              "nova_lease: it cannot be given in a boot"
+                              % key)
         if ctx is None:
             if RESERVED in hints or LEASE_PARAMS in hints:
                 LOG.error('nova_lease: no nova.context: the filter must '
@@ -375,6 +394,9 @@ class ServerCreate(object):
             metadata[leases.META_LEASE_STATUS] = leases.META_PENDING
             server['metadata'] = metadata
         # else: Nova refuses the malformed metadata and the lease goes.
+        # The scheduler knows a first boot of a leased server by this hint
+        # (Nova keeps the hints; the scheduler never reads lease_params).
+        _set_hint(body, lease_params.LEASE_ID_HINT, lease_id)
         req.body = jsonutils.dump_as_bytes(body)
         try:
             resp = req.get_response(self.application)
