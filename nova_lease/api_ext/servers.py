@@ -341,8 +341,58 @@ class ServerCreate(object):
             flavor_id, flavor = self._flavor(ctx, server.get('flavorRef'))
         except exception.Invalid as e:
             return _fault(webob.exc.HTTPBadRequest, str(e))
+        if not request.params.start_now:
+            return self._defer(req, ctx, body, request, flavor_id, flavor,
+                               count, now)
         return self._boot(req, ctx, body, server, request, flavor_id,
                           flavor, count, now)
+
+    def _defer(self, req, ctx, body, request, flavor_id, sizes, count, now):
+        """A future lease: record it with its boot requests; build nothing.
+
+        The server(s) are created at the lease's start (see
+        :mod:`nova_lease.api_ext.deferred`); the 202 names the first
+        reservation's id as the server id.
+        """
+        from nova import exception as nova_exception
+        from nova import objects
+
+        from nova_lease.api_ext import deferred
+
+        try:
+            deferred.api_version(req)
+        except nova_exception.NovaException:
+            return req.get_response(self.application)  # Nova refuses it
+        try:
+            deferred.validate(req, ctx, body)
+            flavor = objects.Flavor.get_by_flavor_id(ctx, flavor_id)
+        except nova_exception.ValidationError as e:
+            return _fault(webob.exc.HTTPBadRequest, e.format_message())
+        except nova_exception.PolicyNotAuthorized as e:
+            return _fault(webob.exc.HTTPForbidden, e.format_message())
+        except nova_exception.FlavorNotFound:
+            return _fault(webob.exc.HTTPBadRequest, str(
+                FlavorNotFound(flavor_id=flavor_id)))
+        requests, password = deferred.boot_requests(req, ctx, body, count,
+                                                    flavor)
+        try:
+            lease = leases.create_deferred_instance_lease(
+                self.db, self.conf, request.params, ctx.project_id,
+                ctx.user_id, sizes, requests, flavor_id=flavor_id, now=now)
+        except admission.NoCapacity as e:
+            return _fault(webob.exc.HTTPConflict, str(e))
+        except exception.Invalid as e:
+            return _fault(webob.exc.HTTPBadRequest, str(e))
+        LOG.info('Lease %(lease)s (%(name)s) of project %(project)s, '
+                 '%(start)s to %(end)s: %(count)d server(s) created at its '
+                 'start (reservations %(ids)s)',
+                 {'lease': lease['id'], 'name': lease['name'],
+                  'project': lease['project_id'],
+                  'start': lease['start_date'], 'end': lease['end_date'],
+                  'count': count, 'ids': ', '.join(
+                      r['id'] for r in lease['reservations'])})
+        self._after_create(lease)
+        return deferred.accepted(req, body, lease, password)
 
     def _flavor(self, ctx, flavor_ref):
         """(flavor id, sizes) of the request's flavor, from Nova's API DB.

@@ -345,6 +345,29 @@ class LeaseChange(Base):
         DateTime, nullable=False, default=_utcnow)
 
 
+class BootRequest(Base):
+    """The boot request of a server that is created at its lease's start.
+
+    One row per ``virtual:instance`` reservation of a future lease made by
+    ``POST /servers`` (nova_lease.api_ext.deferred): JSON text with the
+    request body (lease hints removed), the microversion and the owner's
+    identity (user, project, roles). Goes with its reservation.
+    """
+
+    __tablename__ = 'boot_requests'
+    __table_args__ = (MYSQL_TABLE_ARGS,)
+
+    reservation_id: orm.Mapped[str] = orm.mapped_column(
+        sa.String(UUID_LEN),
+        sa.ForeignKey('reservations.id',
+                      name='fk_boot_requests_reservation_id',
+                      ondelete='CASCADE'),
+        primary_key=True)
+    request: orm.Mapped[str] = orm.mapped_column(sa.Text, nullable=False)
+    created_at: orm.Mapped[datetime.datetime] = orm.mapped_column(
+        DateTime, nullable=False, default=_utcnow)
+
+
 LEASES = Lease.__table__
 RESERVATIONS = Reservation.__table__
 EVENTS = Event.__table__
@@ -354,3 +377,4 @@ HOST_CAPABILITIES = HostCapability.__table__
 LOCKS = Lock.__table__
 LEASE_CHANGES = LeaseChange.__table__
 GENERATIONS = Generation.__table__
+BOOT_REQUESTS = BootRequest.__table__
