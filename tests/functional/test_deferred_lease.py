@@ -296,3 +296,117 @@ class TestAlias(DeferredLeaseTest):
         self.assertEqual(400, error.response.status_code)
         self.assertIn('networks', error.response.text)
         self.assertEqual([], self._leases())
+
+
+class TestOpenStackClient(DeferredLeaseTest):
+
+    def test_server_create_show_delete(self):
+        T = self.T
+        params = jsonutils.dumps({'name': 'osc', 'start': self._date(
+            T + HOUR), 'end': self._date(T + 2 * HOUR)})
+        out = self.openstack_cli(
+            'server', 'create', '--flavor', 'big', '--image', self.image_id,
+            '--no-network', '--hint', 'reserved=True', '--hint',
+            'lease_params=' + params, '-f', 'json', 'vm-osc')
+        created = jsonutils.loads(out)
+        [lease] = self._leases()
+        alias = lease['reservations'][0]['id']
+        self.assertEqual((alias, 'vm-osc', 'SHELVED_OFFLOADED'),
+                         (created['id'], created['name'],
+                          created['status']))
+        shown = jsonutils.loads(self.openstack_cli(
+            'server', 'show', alias, '-f', 'json'))
+        self.assertEqual({'lease_id': lease['id'],
+                          'lease_status': 'reserved'}, shown['properties'])
+        self.assertEqual('big', shown['flavor']['original_name'])
+        self.openstack_cli('server', 'delete', alias)
+        self.assertEqual([], self._leases())
+        self.assertEqual([], self._nova_servers())
+
+
+class TestPromisedHost(DeferredLeaseTest):
+
+    # Nova's weighers prefer host2 (more free RAM); admission promises
+    # host1 (equally free: the first by name).
+    COMPUTES = {'host1': (4, 8192, 100), 'host2': (8, 16384, 200)}
+
+    def test_created_on_the_promised_host_not_novas_choice(self):
+        T = self.T
+        alias = self._book(T + HOUR, T + 2 * HOUR)
+        [allocation] = db_api.allocation_list(self.db,
+                                              reservation_id=alias['id'])
+        self.assertEqual('host1', allocation['host'])
+        plain = self._boot(name='plain', flavor='1')
+        self.assertEqual('host2', plain['OS-EXT-SRV-ATTR:host'])
+        self._delete_server(plain)
+        self.clock.advance_to(T + HOUR)
+        self.engine.process_due()
+        lease = self._lease_of(alias['id'])
+        self.assertEqual('ACTIVE', lease['status'])
+        server = self.admin_api.get_server(
+            lease['reservations'][0]['resource_id'])
+        self.assertEqual('host1', server['OS-EXT-SRV-ATTR:host'])
+
+    def test_no_valid_host_at_start_is_retried_with_a_new_server(self):
+        T = self.T
+        alias = self._book(T + HOUR, T + 2 * HOUR)
+        # The promised host is down at the start: the server goes to
+        # ERROR (NoValidHost, never host2); the start is retried.
+        service = self.admin_api.get_services(host='host1',
+                                              binary='nova-compute')[0]
+        self.admin_api.put_service(service['id'], {'status': 'disabled'})
+        self.clock.advance_to(T + HOUR)
+        self.engine.process_due()
+        lease = self._lease_of(alias['id'])
+        self.assertEqual('PENDING', lease['status'])
+        self.assertIn('No valid host', lease['status_reason'])
+        [failed] = self._nova_servers()
+        self.assertEqual('ERROR', failed['status'])
+        # Back: the retry replaces the failed server.
+        self.admin_api.put_service(service['id'], {'status': 'enabled'})
+        self.clock.advance(seconds=5)
+        self.engine.process_due()
+        lease = self._lease_of(alias['id'])
+        self.assertEqual('ACTIVE', lease['status'])
+        [server] = self._nova_servers()
+        self.assertNotEqual(failed['id'], server['id'])
+        self.assertEqual(server['id'],
+                         lease['reservations'][0]['resource_id'])
+        self.assertEqual(('ACTIVE', 'host1'),
+                         (server['status'], server['OS-EXT-SRV-ATTR:host']))
+        self.assertNoTransitional()
+
+
+class TestAfterTheStart(DeferredLeaseTest):
+
+    def test_requests_to_the_alias_are_replayed_on_the_real_server(self):
+        T = self.T
+        alias = self._book(T + HOUR, T + 2 * HOUR)['id']
+        self.clock.advance_to(T + HOUR)
+        self.engine.process_due()
+        real = self._lease_of(alias)['reservations'][0]['resource_id']
+        # An action, a sub-resource, then the delete, all by the alias.
+        self.api.post_server_action(alias, {'os-stop': None})
+        self._wait_for_state_change({'id': real}, 'SHUTOFF')
+        self.assertEqual(
+            'active', self.api.api_get('/servers/%s/metadata/lease_status'
+                                       % alias).body['meta']['lease_status'])
+        self.api.delete_server(alias)
+        self._gone(real)
+        self.assertRaises(api_client.OpenStackApiNotFoundException,
+                          self.api.get_server, alias)
+
+    def test_lease_deleted_before_its_start_leaves_nothing(self):
+        T = self.T
+        alias = self._book(T + HOUR, T + 2 * HOUR)['id']
+        lease_id = self._lease_of(alias)['id']
+        self.api.api_delete('/os-reservation/leases/%s' % lease_id)
+        self.engine.process_due()
+        self.clock.advance(hours=3)
+        self.engine.process_due()
+        for lease in self._leases():
+            self.assertEqual('TERMINATED', lease['status'])
+        self.assertEqual([], self._nova_servers())
+        self.assertRaises(api_client.OpenStackApiNotFoundException,
+                          self.api.get_server, alias)
+        self.assertNoTransitional()
