@@ -54,6 +54,13 @@ For a leased boot, the filter, in the request's thread:
    context, the lease is removed, and the answer is a 500 that says so:
    nothing is orphaned. Nova's 202 is returned unchanged otherwise; the
    filter never waits for the build.
+
+A lease whose start is in the future goes another way after step 1: the
+request is checked as Nova will check it at the start, the lease is
+recorded with the boot request of each server, and the answer is a 202
+in Nova's format naming the reservation as the server; Nova sees nothing
+until the start, when the server is created (see
+:mod:`nova_lease.api_ext.deferred`).
 """
 
 import threading
