@@ -198,6 +198,10 @@ class TestCreatedAtStart(DeferredLeaseTest):
         self.assertEqual(2, len(lease['reservations']))
         self.assertIn(first, [r['id'] for r in lease['reservations']])
         self.assertEqual([], self._nova_servers())
+        # Deleting one alias of two keeps the lease and the other.
+        self.api.delete_server(first)
+        [lease] = self._leases()
+        self.assertEqual(1, len(lease['reservations']))
         # return_reservation_id: Nova's shape.
         resp = self.api.api_post('/servers', self._future_body(
             T + HOUR, T + 2 * HOUR, name='trio', flavor='small',
@@ -207,7 +211,8 @@ class TestCreatedAtStart(DeferredLeaseTest):
         self.clock.advance_to(T + HOUR)
         self.engine.process_due()
         names = sorted(s['name'] for s in self._nova_servers())
-        self.assertEqual(['pair-1', 'pair-2', 'trio-1', 'trio-2'], names)
+        # (pair-1 was deleted before the start.)
+        self.assertEqual(['pair-2', 'trio-1', 'trio-2'], names)
         self.assertTrue(all(le['status'] == 'ACTIVE'
                             for le in self._leases()))
 
@@ -258,6 +263,8 @@ class TestAlias(DeferredLeaseTest):
         # DELETE removes the reservation, and the lease with its last one.
         self.api.delete_server(server['id'])
         self.assertEqual([], self._leases())
+        self.assertRaises(db_api.BootRequestNotFound,
+                          db_api.boot_request_get, self.db, server['id'])
         self.assertRaises(api_client.OpenStackApiNotFoundException,
                           self.api.get_server, server['id'])
         self.assertEqual([], self._nova_servers())
