@@ -186,6 +186,25 @@ class TestCreatedAtStart(DeferredLeaseTest):
                          [s['id'] for s in self._nova_servers()])
         self.assertNoTransitional()
 
+    def test_alias_deleted_after_create_done_link_lost(self):
+        # Between two attempts of the start, the server created by the
+        # first (its link lost) goes with the alias: nothing is left.
+        T = self.T
+        alias = self._book(T + HOUR, T + 2 * HOUR)['id']
+        self.useFixture(fixtures.MockPatchObject(
+            db_api, 'reservations_link',
+            side_effect=db_api.db_exc.DBConnectionError('link lost')))
+        self.clock.advance_to(T + HOUR)
+        self.engine.process_due()
+        self.assertEqual('PENDING', self._lease_of(alias)['status'])
+        [orphan] = self._nova_servers()
+        self.api.delete_server(alias)
+        self._gone(orphan['id'])
+        self.assertEqual([], self._leases())
+        self.assertEqual([], self._nova_servers())
+        self.clock.advance(seconds=5)
+        self.assertEqual(0, self.engine.process_due())
+
     def test_multi_create_names_servers_as_nova_does(self):
         T = self.T
         self._create_flavor(id='small', name='small', vcpu=1,
