@@ -470,6 +470,15 @@ def _alias_response(req, ctx, alias, rest, application):
                                              state))
     if item and req.method == 'DELETE':
         ctx.can(server_policies.SERVERS % 'delete', target)
+        # A start that failed after creating the server but before linking
+        # it (retried later, or given up) left it: it goes first.
+        for orphan in _found(ctx, lease['project_id'], alias):
+            LOG.info('Deleting server %(server)s, created for reservation '
+                     '%(alias)s but never linked to it',
+                     {'server': orphan.uuid, 'alias': alias})
+            resp = _replay(req, application, path, orphan.uuid, alias)
+            if resp.status_int not in (204, 404):
+                return resp
         try:
             gone = leases.remove_deferred(db, alias)
         except db_api.ReservationNotFound:
