@@ -31,6 +31,13 @@ Life of an instance lease created by a boot:
 3. Or :func:`destroy_lease` when Nova refused the request, or the servers
    had to be deleted: the lease goes as if it never was.
 
+A boot for a future lease builds nothing:
+:func:`create_deferred_instance_lease` records the lease with a boot
+request per reservation (their servers are created at the start, see
+nova_lease.api_ext.deferred), and :func:`remove_deferred` removes a
+reservation whose server was not created yet (the ``DELETE`` of its
+alias).
+
 :func:`instance_deleted` is the compute hook's: a leased server is gone,
 its reservation is marked deleted, and a lease whose servers are all gone
 ends early (:func:`end_early`).
