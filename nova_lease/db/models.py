@@ -37,6 +37,9 @@ DateTime = sa.DateTime().with_variant(mysql.DATETIME(fsp=6), 'mysql')
 # A 64-bit autoincrement key (SQLite autoincrements INTEGER keys only).
 BigInteger = sa.BigInteger().with_variant(sa.Integer(), 'sqlite')
 
+# Text of up to 16 MiB on MySQL (TEXT stops at 64 KiB there).
+MediumText = sa.Text().with_variant(mysql.MEDIUMTEXT(), 'mysql')
+
 UUID_LEN = 36
 NAME_LEN = 255
 STATUS_LEN = 32
@@ -363,7 +366,8 @@ class BootRequest(Base):
                       name='fk_boot_requests_reservation_id',
                       ondelete='CASCADE'),
         primary_key=True)
-    request: orm.Mapped[str] = orm.mapped_column(sa.Text, nullable=False)
+    # MEDIUMTEXT on MySQL: Nova's user_data alone may be 64 KiB.
+    request: orm.Mapped[str] = orm.mapped_column(MediumText, nullable=False)
     created_at: orm.Mapped[datetime.datetime] = orm.mapped_column(
         DateTime, nullable=False, default=_utcnow)
 

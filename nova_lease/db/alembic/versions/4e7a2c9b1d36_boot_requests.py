@@ -28,6 +28,8 @@ depends_on = None
 
 # A migration never imports the models: they move on, it must not.
 DateTime = sa.DateTime().with_variant(mysql.DATETIME(fsp=6), 'mysql')
+# Up to 16 MiB on MySQL (Nova's user_data alone may be 64 KiB).
+MediumText = sa.Text().with_variant(mysql.MEDIUMTEXT(), 'mysql')
 MYSQL_TABLE_ARGS = {'mysql_engine': 'InnoDB', 'mysql_charset': 'utf8mb4'}
 
 
@@ -39,6 +41,6 @@ def upgrade():
                                 name='fk_boot_requests_reservation_id',
                                 ondelete='CASCADE'),
                   primary_key=True),
-        sa.Column('request', sa.Text, nullable=False),
+        sa.Column('request', MediumText, nullable=False),
         sa.Column('created_at', DateTime, nullable=False),
         **MYSQL_TABLE_ARGS)
