@@ -172,6 +172,9 @@ class ComputeClient(object):
         if interface:
             kwargs['endpoint_type'] = interface
         self._nova = nova_client.Client(MICROVERSION, **kwargs)
+        # Plain keystoneauth calls to nova-api: the compute API beyond
+        # novaclient's microversion, and the lease API actions nova-api
+        # serves next to it.
         self._adapter = ks_adapter.Adapter(
             session, service_type=service_type, service_name=service_name,
             interface=interface or 'public', region_name=region_name,
@@ -276,6 +279,41 @@ class ComputeClient(object):
     @_translate('list server tags')
     def list_server_tags(self, server_id):
         return list(self._nova.servers.tag_list(server_id))
+
+    @_translate('create the reserved server of')
+    def create_reserved_server(self, lease_id, reservation_id):
+        """Have nova-api create a reservation's server; return its id.
+
+        For a reservation whose server is created at its lease's start:
+        ``POST /os-reservation/leases/<lease>/reservations/<reservation>/
+        server`` (the lease API, next to the compute API; admin or
+        service role). Idempotent: a server already created for it is
+        returned, not created again. Nova's refusal keeps its code and
+        message (e.g. 403 ``Quota exceeded for instances``).
+        """
+        path = ('/os-reservation/leases/%s/reservations/%s/server'
+                % (lease_id, reservation_id))
+        resp = self._adapter.post(path, json={}, raise_exc=False,
+                                  headers={'Accept': 'application/json'})
+        try:
+            data = resp.json()
+        except ValueError:
+            data = {}
+        if resp.status_code in (200, 201):
+            return data['server']['id']
+        message = (data.get('error_message') if isinstance(data, dict)
+                   else None) or resp.reason or str(resp.status_code)
+        reason = 'reservation %s of lease %s: HTTP %s: %s' % (
+            reservation_id, lease_id, resp.status_code, message)
+        code = resp.status_code
+        if code == 404:
+            raise ComputeNotFound(reason=reason, status_code=code)
+        if code == 409:
+            raise ComputeConflict(reason=reason, status_code=code)
+        if code in (401, 403):
+            raise ComputeForbidden(reason=reason, status_code=code)
+        cls = ComputeUnavailable if code >= 500 else ComputeError
+        raise cls(reason=reason, status_code=code)
 
     def wait_for_server(self, server_id, wanted, timeout, gone_ok=False,
                         fail_statuses=('ERROR',)):

@@ -31,6 +31,13 @@ Life of an instance lease created by a boot:
 3. Or :func:`destroy_lease` when Nova refused the request, or the servers
    had to be deleted: the lease goes as if it never was.
 
+A boot for a future lease builds nothing:
+:func:`create_deferred_instance_lease` records the lease with a boot
+request per reservation (their servers are created at the start, see
+nova_lease.api_ext.deferred), and :func:`remove_deferred` removes a
+reservation whose server was not created yet (the ``DELETE`` of its
+alias).
+
 :func:`instance_deleted` is the compute hook's: a leased server is gone,
 its reservation is marked deleted, and a lease whose servers are all gone
 ends early (:func:`end_early`).
@@ -61,6 +68,12 @@ START_HOLD = datetime.timedelta(minutes=5)
 #: Server metadata keys set on leased servers.
 META_LEASE_ID = 'lease_id'
 META_LEASE_STATUS = 'lease_status'
+#: The reservation a server belongs to (servers created at their lease's
+#: start, found by it after a crash between their creation and the link).
+META_RESERVATION_ID = 'lease_reservation_id'
+#: Reservation property: the server is created at the lease's start from
+#: the stored boot request (see :func:`create_deferred_instance_lease`).
+CREATE_AT_START = 'create_at_start'
 #: ``lease_status`` values (the engine's plugin sets active / terminated).
 META_PENDING = 'pending'
 META_RESERVED = 'reserved'
@@ -154,6 +167,117 @@ def create_instance_lease(db, conf, params, project_id, user_id, flavor,
     # (Not logged here: the boot path logs one line per leased boot, once
     # its servers are linked, or when the lease is removed.)
     return lease
+
+
+def created_at_start(reservation):
+    """True for a reservation whose server is created at the start."""
+    return bool((reservation.get('properties') or {}).get(CREATE_AT_START))
+
+
+def create_deferred_instance_lease(db, conf, params, project_id, user_id,
+                                   flavor, requests, flavor_id=None,
+                                   now=None):
+    """Record a PENDING future lease whose servers are created at its
+    start; return the lease dict.
+
+    One reservation per entry of ``requests`` (the boot request stored
+    for each server, see nova_lease.api_ext.deferred), with the
+    allocations admission control promised, the lease's events (the start
+    is not held: there is nothing to link), and the boot requests, in one
+    writer transaction. The reservations' properties carry
+    :data:`CREATE_AT_START`.
+
+    :raises nova_lease.scheduler.admission.NoCapacity: (409) it does not
+        fit.
+    """
+    before_end = params.effective_before_end(
+        conf.nova_lease.minutes_before_end_lease)
+    lease_id = uuidutils.generate_uuid()
+    events = lease_events.lease_events(params.start, params.end, before_end)
+    reservations = []
+    for index in range(len(requests)):
+        properties = dict(flavor, index=index)
+        properties[CREATE_AT_START] = True
+        if flavor_id is not None:
+            properties['flavor_id'] = str(flavor_id)
+        reservations.append({
+            'id': uuidutils.generate_uuid(),
+            'resource_type': RESOURCE_TYPE,
+            'resource_id': None,
+            'status': str(_R.PENDING),
+            'properties': properties,
+        })
+    values = {
+        'id': lease_id, 'name': params.name, 'project_id': project_id,
+        'user_id': user_id, 'start_date': params.start,
+        'end_date': params.end, 'before_end_date': before_end,
+        'status': str(_L.PENDING), 'on_end': params.on_end,
+        'retries': params.retries,
+    }
+    with db.writer() as session:
+        allocations = admission.allocate_instances(
+            session, conf, flavor, len(requests), params.start, params.end)
+        rows = [dict(allocation, reservation_id=reservation['id'])
+                for reservation, allocation in zip(reservations,
+                                                   allocations or ())]
+        lease = db_api.lease_create(session, values,
+                                    reservations=reservations,
+                                    events=events, allocations=rows)
+        db_api.boot_requests_create(session, {
+            reservation['id']: request
+            for reservation, request in zip(reservations, requests)})
+    return lease
+
+
+class ServerAlreadyCreated(exception.Conflict):
+    msg_fmt = 'Reservation %(reservation_id)s has server %(server_id)s'
+
+    def __init__(self, **kwargs):
+        self.server_id = kwargs.get('server_id')
+        super().__init__(**kwargs)
+
+
+@db_api.retry_on_deadlock
+def remove_deferred(db, reservation_id, now=None):
+    """Remove a reservation whose server was not created yet.
+
+    The ``DELETE`` of its alias. Its allocations and boot request go with
+    it; so does its lease when no other reservation of it is left (as if
+    it never was). The lease must be PENDING (or ERROR: its start
+    failed); one transaction, compare-and-set on the lease's status so
+    that an engine starting it meanwhile wins.
+
+    Returns the lease id if the lease went too, else None.
+
+    :raises nova_lease.db.api.ReservationNotFound: gone already.
+    :raises nova_lease.db.api.StatusConflict: the lease is starting (or
+        in another status); retry.
+    :raises ServerAlreadyCreated: the server exists: delete that one.
+    """
+    now = now or timeutils.utcnow()
+    with db.writer() as session:
+        reservation = db_api.reservation_get(session, reservation_id)
+        lease = db_api.lease_update(
+            session, reservation['lease_id'], {'updated_at': now},
+            expected_status=[str(_L.PENDING), str(_L.ERROR)])
+        reservation = [r for r in lease['reservations']
+                       if r['id'] == reservation_id][0]
+        if reservation['resource_id']:
+            raise ServerAlreadyCreated(reservation_id=reservation_id,
+                                       server_id=reservation['resource_id'])
+        others = [r for r in lease['reservations']
+                  if r['id'] != reservation_id and r['status'] != _R.DELETED]
+        if others:
+            db_api.reservation_destroy(session, reservation_id)
+            LOG.info('Removed reservation %(res)s of lease %(lease)s (its '
+                     'server was not created yet)',
+                     {'res': reservation_id, 'lease': lease['id']})
+            return None
+        db_api.lease_destroy(session, lease['id'])
+    LOG.info('Removed lease %(lease)s with its last reservation %(res)s '
+             '(its server was not created yet)',
+             {'lease': lease['id'], 'res': reservation_id})
+    return lease['id']
 
 
 def link_instances(db, lease, server_ids):

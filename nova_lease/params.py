@@ -83,6 +83,15 @@ MAX_RETRIES = 100
 ON_END_ACTIONS = ('delete', 'shelve')
 MAX_RAW_LENGTH = 65535
 
+#: Internal scheduler hints: the nova-api filter adds them, LeaseFilter
+#: reads them (it never parses ``lease_params``); a user who sends one in
+#: a boot gets a 400. ``nova_lease_id=<lease id>`` marks the first boot
+#: of a leased server; ``nova_lease_reservation=<reservation id>`` the
+#: server that nova-api creates at a deferred lease's start.
+LEASE_ID_HINT = 'nova_lease_id'
+RESERVATION_HINT = 'nova_lease_reservation'
+INTERNAL_HINTS = (LEASE_ID_HINT, RESERVATION_HINT)
+
 DATE_FORMATS_HELP = ("'YYYY-MM-DD HH:MM' (UTC) or ISO 8601 such as "
                      "'2026-12-01T16:07:00+02:00'")
 API_DATE_FORMAT = '%Y-%m-%dT%H:%M:%S.%f'

@@ -21,6 +21,8 @@ Method  Path (below /os-reservation)       Rule                  OK
 ======  =================================  ====================  =====
 GET     /leases[?all_projects=1]           leases:list[_all]     200
 POST    /leases                            leases:create         201
+POST    /leases/{id}/reservations/{id}/    leases:create_server  201
+        server
 GET     /leases/{id}                       leases:show           200
 PUT     /leases/{id}                       leases:update         200
 DELETE  /leases/{id}                       leases:delete         204
@@ -33,6 +35,10 @@ GET     /os-hosts/allocations              os-hosts:allocations  200
 GET     /os-hosts/{id}/allocation          os-hosts:allocations  200
 GET     /os-hosts/properties               os-hosts:list         200
 ======  =================================  ====================  =====
+
+``leases:create_server`` is for admins and services: nova-lease-engine
+calls it at the start of a future instance lease booted through ``POST
+/servers`` (see nova_lease.api_ext.deferred).
 
 Errors are JSON in Blazar's shape, which python-blazarclient prints
 (``{"error_code": 409, "error_name": "NotEnoughHosts", "error_message":
@@ -58,6 +64,7 @@ from oslo_utils import strutils
 from oslo_utils import timeutils
 import webob
 
+from nova_lease.api_ext import deferred
 from nova_lease.api_ext import nova_hosts
 from nova_lease import conf as lease_conf
 from nova_lease.db import api as db_api
@@ -649,6 +656,21 @@ def delete_lease(req, ctx, lease_id):
     return 204, None
 
 
+def create_reserved_server(req, ctx, lease_id, reservation_id):
+    """POST /leases/{id}/reservations/{id}/server (admin/service).
+
+    Creates, as the lease's owner, the server of a reservation whose
+    server is created at the lease's start, and links it; idempotent
+    (see nova_lease.api_ext.deferred). 201 when created now, 200 when it
+    existed; Nova's refusal keeps Nova's code and message.
+    """
+    _get_visible_lease(ctx, lease_id, lease_policies.CREATE_SERVER)
+    created, server_id = deferred.create_server(
+        req, ctx, lease_id, reservation_id,
+        req.environ['nova_lease.application'])
+    return (201 if created else 200), {'server': {'id': server_id}}
+
+
 # -- hosts -------------------------------------------------------------------
 
 def _host(host_id):
@@ -845,6 +867,8 @@ ROUTES = [
     (r'/leases', {'GET': list_leases, 'POST': create_lease}),
     (r'/leases/' + _ID % 'lease_id',
      {'GET': show_lease, 'PUT': update_lease, 'DELETE': delete_lease}),
+    (r'/leases/' + _ID % 'lease_id' + r'/reservations/' +
+     _ID % 'reservation_id' + r'/server', {'POST': create_reserved_server}),
     (r'/os-hosts', {'GET': list_hosts, 'POST': create_host}),
     (r'/os-hosts/allocations', {'GET': list_host_allocations}),
     (r'/os-hosts/properties', {'GET': list_host_properties}),

@@ -41,7 +41,10 @@ For a leased boot, the filter, in the request's thread:
    (``max_count``), see :mod:`nova_lease.leases`;
 3. adds ``lease_id`` and ``lease_status=pending`` to the request's server
    ``metadata``, so that Nova stores them with the server(s) at create
-   (no extra call; user-given values of these two keys are replaced);
+   (no extra call; user-given values of these two keys are replaced), and
+   the internal scheduler hint ``nova_lease_id=<lease id>``, by which
+   LeaseFilter knows the first boot of a leased server (a boot that sends
+   ``nova_lease_id`` or ``nova_lease_reservation`` itself is a 400);
 4. passes the request on. A Nova error (any status but 202) removes the
    lease and returns Nova's answer unchanged;
 5. finds the created server ids: the 202's ``server.id`` for a single
@@ -56,6 +59,13 @@ For a leased boot, the filter, in the request's thread:
    context, the lease is removed, and the answer is a 500 that says so:
    nothing is orphaned. Nova's 202 is returned unchanged otherwise; the
    filter never waits for the build.
+
+A lease whose start is in the future goes another way after step 1: the
+request is checked as Nova will check it at the start, the lease is
+recorded with the boot request of each server, and the answer is a 202
+in Nova's format naming the reservation as the server; Nova sees nothing
+until the start, when the server is created (see
+:mod:`nova_lease.api_ext.deferred`).
 """
 
 import threading
@@ -209,6 +219,16 @@ def lease_request(conf, hints, project_id, server_name, now):
     return LeaseRequest(params, default=True)
 
 
+def _set_hint(body, key, value):
+    """Set scheduler hint ``key`` in the request body, where Nova reads it.
+    """
+    for hint_key in HINT_KEYS:
+        if isinstance(body.get(hint_key), dict):
+            body[hint_key][key] = value
+            return
+    body[HINT_KEYS[0]] = {key: value}
+
+
 def _count(server):
     """max_count of the request (min_count if absent), or None if invalid.
     """
@@ -338,6 +358,12 @@ class ServerCreate(object):
                 break
         if not isinstance(hints, dict):
             return req.get_response(self.application)
+        for key in lease_params.INTERNAL_HINTS:
+            if key in hints:
+                return _fault(webob.exc.HTTPBadRequest,
+                              "'%s' is an internal scheduler hint of "
+                              "nova_lease: it cannot be given in a boot"
+                              % key)
         if add_reservation_metadata(server, hints):
             req.body = jsonutils.dump_as_bytes(body)
         if ctx is None:
@@ -373,8 +399,58 @@ class ServerCreate(object):
             flavor_id, flavor = self._flavor(ctx, server.get('flavorRef'))
         except exception.Invalid as e:
             return _fault(webob.exc.HTTPBadRequest, str(e))
+        if not request.params.start_now:
+            return self._defer(req, ctx, body, request, flavor_id, flavor,
+                               count, now)
         return self._boot(req, ctx, body, server, request, flavor_id,
                           flavor, count, now)
+
+    def _defer(self, req, ctx, body, request, flavor_id, sizes, count, now):
+        """A future lease: record it with its boot requests; build nothing.
+
+        The server(s) are created at the lease's start (see
+        :mod:`nova_lease.api_ext.deferred`); the 202 names the first
+        reservation's id as the server id.
+        """
+        from nova import exception as nova_exception
+        from nova import objects
+
+        from nova_lease.api_ext import deferred
+
+        try:
+            deferred.api_version(req)
+        except nova_exception.NovaException:
+            return req.get_response(self.application)  # Nova refuses it
+        try:
+            deferred.validate(req, ctx, body)
+            flavor = objects.Flavor.get_by_flavor_id(ctx, flavor_id)
+        except nova_exception.ValidationError as e:
+            return _fault(webob.exc.HTTPBadRequest, e.format_message())
+        except nova_exception.PolicyNotAuthorized as e:
+            return _fault(webob.exc.HTTPForbidden, e.format_message())
+        except nova_exception.FlavorNotFound:
+            return _fault(webob.exc.HTTPBadRequest, str(
+                FlavorNotFound(flavor_id=flavor_id)))
+        requests, password = deferred.boot_requests(req, ctx, body, count,
+                                                    flavor)
+        try:
+            lease = leases.create_deferred_instance_lease(
+                self.db, self.conf, request.params, ctx.project_id,
+                ctx.user_id, sizes, requests, flavor_id=flavor_id, now=now)
+        except admission.NoCapacity as e:
+            return _fault(webob.exc.HTTPConflict, str(e))
+        except exception.Invalid as e:
+            return _fault(webob.exc.HTTPBadRequest, str(e))
+        LOG.info('Lease %(lease)s (%(name)s) of project %(project)s, '
+                 '%(start)s to %(end)s: %(count)d server(s) created at its '
+                 'start (reservations %(ids)s)',
+                 {'lease': lease['id'], 'name': lease['name'],
+                  'project': lease['project_id'],
+                  'start': lease['start_date'], 'end': lease['end_date'],
+                  'count': count, 'ids': ', '.join(
+                      r['id'] for r in lease['reservations'])})
+        self._after_create(lease)
+        return deferred.accepted(req, body, lease, password)
 
     def _flavor(self, ctx, flavor_ref):
         """(flavor id, sizes) of the request's flavor, from Nova's API DB.
@@ -426,6 +502,9 @@ class ServerCreate(object):
             metadata[leases.META_LEASE_STATUS] = leases.META_PENDING
             server['metadata'] = metadata
         # else: Nova refuses the malformed metadata and the lease goes.
+        # The scheduler knows a first boot of a leased server by this hint
+        # (Nova keeps the hints; the scheduler never reads lease_params).
+        _set_hint(body, lease_params.LEASE_ID_HINT, lease_id)
         req.body = jsonutils.dump_as_bytes(body)
         try:
             resp = req.get_response(self.application)

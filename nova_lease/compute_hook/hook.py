@@ -20,11 +20,14 @@ It runs in nova-lease-engine and acts on Nova through
   (threading executor, listener pool ``nova_lease``):
 
   - ``instance.create.end`` of a server whose ``lease_id`` metadata names
-    a lease of its project that has not started: the server is marked
+    a lease of its project that has not started, and that is linked to
+    it (a future lease's server built at its boot, by releases before
+    servers were created at their lease's start): the server is marked
     reserved (metadata ``lease_status=reserved``, tag ``reserved``) and
     shelved, so that Nova offloads it and frees its host until the start
     (Nova offloads at once with its default ``shelved_offload_time = 0``;
-    otherwise the reconcile pass offloads it);
+    otherwise the reconcile pass offloads it). Servers created at their
+    lease's start are never shelved;
   - ``instance.delete.end`` of a leased server: its reservation is marked
     deleted, and a lease left without servers ends early (TERMINATED, its
     events cancelled), see :func:`nova_lease.leases.instance_deleted`.
@@ -151,6 +154,16 @@ class ComputeHook(object):
                                data.get('tenant_id'))
         if lease is None or not self.not_started(lease, now):
             return False
+        if not any(r['resource_id'] == server_id and
+                   not leases.created_at_start(r)
+                   for r in lease['reservations']):
+            # Not linked (yet): the reconcile pass shelves a server of a
+            # lease made before servers were created at their start once
+            # it is linked; nothing else is ever built before its start.
+            LOG.debug('Server %(server)s is not linked to lease %(lease)s: '
+                      'not shelved', {'server': server_id,
+                                      'lease': lease['id']})
+            return False
         if data.get('state') not in (None, 'active'):
             LOG.info('Server %(server)s of lease %(lease)s is %(state)s, not '
                      'active: not shelved', {'server': server_id,
@@ -212,7 +225,10 @@ class ComputeHook(object):
         instance = [r for r in lease['reservations']
                     if r['resource_type'] == leases.RESOURCE_TYPE and
                     r['status'] != _R.DELETED]
-        unlinked = [r for r in instance if not r['resource_id']]
+        # (A reservation whose server is created at the start has none
+        # until then: nothing vanished, nothing to link.)
+        unlinked = [r for r in instance if not r['resource_id'] and
+                    not leases.created_at_start(r)]
         if unlinked and lease['created_at'] + leases.START_HOLD < now:
             self._repair_unlinked(lease, unlinked, now, stats)
             lease = db_api.lease_get(self.db, lease['id'])

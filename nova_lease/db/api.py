@@ -69,6 +69,7 @@ HOST_CAPABILITIES = models.HOST_CAPABILITIES
 LOCKS = models.LOCKS
 LEASE_CHANGES = models.LEASE_CHANGES
 GENERATIONS = models.GENERATIONS
+BOOT_REQUESTS = models.BOOT_REQUESTS
 
 # Events due at the same time run in this order: a lease that ends at T
 # frees its resources before a lease that starts at T takes them, and the
@@ -107,6 +108,10 @@ class AllocationNotFound(exception.NotFound):
 
 class HostNotFound(exception.NotFound):
     msg_fmt = 'Host %(host)s could not be found.'
+
+
+class BootRequestNotFound(exception.NotFound):
+    msg_fmt = 'No boot request is stored for reservation %(reservation_id)s.'
 
 
 class StatusConflict(exception.Conflict):
@@ -1021,6 +1026,43 @@ def reservations_link(db, links, drop=(), release_events=(),
                             EventNotFound(event_id=event_id))
         if changed:
             _journal_fast(cursor, dialect, [(None, rid) for rid in changed])
+
+
+# -- boot requests (servers created at their lease's start) ----------------
+
+def boot_requests_create(db, requests):
+    """Store boot requests: ``{reservation id: request}``.
+
+    A request is a JSON-serialisable dict. In the caller's writer
+    transaction (a Session) or one of its own. No journal row: the
+    scheduler does not read them.
+    """
+    now = _naive_utc(timeutils.utcnow())
+    rows = [{'reservation_id': reservation_id,
+             'request': jsonutils.dumps(request), 'created_at': now}
+            for reservation_id, request in requests.items()]
+    if not rows:
+        return
+    with _writing(db) as session:
+        try:
+            _insert_many(session, BOOT_REQUESTS, rows)
+        except db_exc.DBReferenceError:
+            raise ReservationNotFound(
+                reservation_id=', '.join(sorted(requests)))
+
+
+def boot_request_get(db, reservation_id):
+    """The stored boot request (a dict) of a reservation.
+
+    Raises BootRequestNotFound.
+    """
+    with _reading(db) as session:
+        row = session.execute(
+            sa.select(BOOT_REQUESTS.c.request).where(
+                BOOT_REQUESTS.c.reservation_id == reservation_id)).first()
+    if row is None:
+        raise BootRequestNotFound(reservation_id=reservation_id)
+    return jsonutils.loads(row.request)
 
 
 # -- events -----------------------------------------------------------------

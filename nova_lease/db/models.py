@@ -37,6 +37,9 @@ DateTime = sa.DateTime().with_variant(mysql.DATETIME(fsp=6), 'mysql')
 # A 64-bit autoincrement key (SQLite autoincrements INTEGER keys only).
 BigInteger = sa.BigInteger().with_variant(sa.Integer(), 'sqlite')
 
+# Text of up to 16 MiB on MySQL (TEXT stops at 64 KiB there).
+MediumText = sa.Text().with_variant(mysql.MEDIUMTEXT(), 'mysql')
+
 UUID_LEN = 36
 NAME_LEN = 255
 STATUS_LEN = 32
@@ -345,6 +348,30 @@ class LeaseChange(Base):
         DateTime, nullable=False, default=_utcnow)
 
 
+class BootRequest(Base):
+    """The boot request of a server that is created at its lease's start.
+
+    One row per ``virtual:instance`` reservation of a future lease made by
+    ``POST /servers`` (nova_lease.api_ext.deferred): JSON text with the
+    request body (lease hints removed), the microversion and the owner's
+    identity (user, project, roles). Goes with its reservation.
+    """
+
+    __tablename__ = 'boot_requests'
+    __table_args__ = (MYSQL_TABLE_ARGS,)
+
+    reservation_id: orm.Mapped[str] = orm.mapped_column(
+        sa.String(UUID_LEN),
+        sa.ForeignKey('reservations.id',
+                      name='fk_boot_requests_reservation_id',
+                      ondelete='CASCADE'),
+        primary_key=True)
+    # MEDIUMTEXT on MySQL: Nova's user_data alone may be 64 KiB.
+    request: orm.Mapped[str] = orm.mapped_column(MediumText, nullable=False)
+    created_at: orm.Mapped[datetime.datetime] = orm.mapped_column(
+        DateTime, nullable=False, default=_utcnow)
+
+
 LEASES = Lease.__table__
 RESERVATIONS = Reservation.__table__
 EVENTS = Event.__table__
@@ -354,3 +381,4 @@ HOST_CAPABILITIES = HostCapability.__table__
 LOCKS = Lock.__table__
 LEASE_CHANGES = LeaseChange.__table__
 GENERATIONS = Generation.__table__
+BOOT_REQUESTS = BootRequest.__table__

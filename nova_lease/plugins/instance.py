@@ -11,9 +11,16 @@
 # under the License.
 """The virtual:instance resource plugin: the engine's side of VM leases.
 
-* ``on_start``: unshelve the server (a server that is already ACTIVE is a
-  success; one still building is waited for), then set its metadata
-  ``lease_status=active`` and remove its ``reserved`` tag.
+* ``on_start``: for a reservation whose server is created at the start
+  (a future lease booted through ``POST /servers``), have nova-api create
+  it as the lease's owner on the promised host
+  (:meth:`nova_lease.compute.ComputeClient.create_reserved_server`,
+  idempotent); for a server that exists (shelved before its lease's start
+  by an earlier release, or shelved at the end of a lease), unshelve it.
+  Then wait until it is ACTIVE (a server that is already ACTIVE is a
+  success; one still building is waited for; ERROR, e.g. no valid host,
+  fails the attempt), set its metadata ``lease_status=active`` and
+  remove its ``reserved`` tag.
 * ``before_end``: nothing (the engine sends the ``lease.before_end``
   notification).
 * ``on_end``: the lease's ``on_end`` (``[nova_lease] on_end`` by default):
@@ -22,6 +29,11 @@
   refuses metadata changes of shelved servers; then shelved-offloaded).
 * ``cancel``: the lease was deleted: delete the server.
 
+A reservation whose server was never created (the lease ended or was
+deleted before its start) has nothing to end; a server created for it
+but not linked (its start failed between the two) is found by its
+``lease_reservation_id`` metadata and deleted.
+
 Every step is idempotent and waits, at most ``[nova_lease]
 plugin_call_timeout`` seconds, until Nova has done it.
 """
@@ -29,6 +41,7 @@ plugin_call_timeout`` seconds, until Nova has done it.
 from oslo_log import log as logging
 
 from nova_lease import compute
+from nova_lease import leases
 from nova_lease.plugins import base
 
 LOG = logging.getLogger(__name__)
@@ -66,7 +79,16 @@ class InstancePlugin(base.ComputePlugin):
                                             self._timeout)
 
     def on_start(self, lease, reservation):
-        server_id = self._server_id(lease, reservation)
+        created = leases.created_at_start(reservation)
+        if created:
+            server_id = self.compute.create_reserved_server(
+                lease['id'], reservation['id'])
+            LOG.info('Server %(server)s of reservation %(res)s of lease '
+                     '%(lease)s created at its start',
+                     {'server': server_id, 'res': reservation['id'],
+                      'lease': lease['id']})
+        else:
+            server_id = self._server_id(lease, reservation)
         try:
             server = self._stable(server_id, _USABLE + _SHELVED)
         except compute.ServerNotFound:
@@ -89,7 +111,8 @@ class InstancePlugin(base.ComputePlugin):
                 fail_statuses=('ERROR',) + _SHELVED)
         self.compute.set_server_metadata(server_id,
                                          {METADATA_STATUS: 'active'})
-        self.compute.delete_server_tag(server_id, RESERVED_TAG)
+        if not created:
+            self.compute.delete_server_tag(server_id, RESERVED_TAG)
 
     def before_end(self, lease, reservation):
         """Nothing: the engine notifies lease.before_end."""
@@ -104,7 +127,35 @@ class InstancePlugin(base.ComputePlugin):
     def cancel(self, lease, reservation):
         self._delete(lease, reservation)
 
+    def _never_created(self, lease, reservation):
+        """True when the reservation's server is created at the start and
+        is not linked: nothing to end; a server created for it but never
+        linked is deleted.
+        """
+        if reservation.get('resource_id') or not leases.created_at_start(
+                reservation):
+            return False
+        orphans = [s['id'] for s in self.compute.list_servers(
+            all_projects=True, tenant_id=lease['project_id'])
+            if (s.get('metadata') or {}).get(leases.META_RESERVATION_ID) ==
+            reservation['id']]
+        for server_id in orphans:
+            LOG.warning('Deleting server %(server)s, created for reservation '
+                        '%(res)s of lease %(lease)s but never linked to it',
+                        {'server': server_id, 'res': reservation['id'],
+                         'lease': lease['id']})
+            if self.compute.delete_server(server_id):
+                self.compute.wait_for_server(server_id, (), self._timeout,
+                                             gone_ok=True, fail_statuses=())
+        if not orphans:
+            LOG.info('Reservation %(res)s of lease %(lease)s never got its '
+                     'server (created at the start): nothing to end',
+                     {'res': reservation['id'], 'lease': lease['id']})
+        return True
+
     def _delete(self, lease, reservation):
+        if self._never_created(lease, reservation):
+            return
         server_id = self._server_id(lease, reservation)
         LOG.info('Deleting server %(server)s at the end of lease %(lease)s',
                  {'server': server_id, 'lease': lease['id']})
@@ -113,6 +164,8 @@ class InstancePlugin(base.ComputePlugin):
                                          gone_ok=True, fail_statuses=())
 
     def _shelve(self, lease, reservation):
+        if self._never_created(lease, reservation):
+            return
         server_id = self._server_id(lease, reservation)
         try:
             server = self._stable(server_id,

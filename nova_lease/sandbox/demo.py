@@ -274,7 +274,7 @@ def _delete_future(demo):
     demo.compute.delete(demo.future_id)
     demo.wait_for('deletion', lambda: not demo.compute.exists(
         demo.future_id))
-    demo.say('server %s deleted (its lease ends early)', demo.future_id)
+    demo.say('server %s deleted (and its lease)', demo.future_id)
     demo.future_id = None
 
 
@@ -389,9 +389,9 @@ def default_steps():
         Step('crash the engine; the sandbox starts a new one',
              _crash_engine),
         Step('boot a VM for a lease that starts in an hour', _boot_future),
-        Step('wait until it is reserved (shelved) by the compute hook',
+        Step('show it reserved (it is created at its lease\'s start)',
              _wait_reserved),
-        Step('delete the reserved VM', _delete_future),
+        Step('delete the reserved VM (and so its lease)', _delete_future),
         Step('delete the first VM', _delete),
         Step('register a compute host for host leases', _register_host),
         Step('lease that whole host from now for an hour', _lease_host),

@@ -99,13 +99,35 @@ def _hint(spec_obj, name):
     return value
 
 
+def _instance_reservation(row, lease, items):
+    props = row['properties'] or {}
+    size = snapshot._size_from(jsonutils.dumps(props), items)
+    return snapshot.Reservation(
+        row['id'], lease['id'], lease['project_id'], snapshot.INSTANCE,
+        row['resource_id'], lease['start_date'], lease['end_date'],
+        lease['status'], size)
+
+
+def _items(db, reservation_id):
+    return [calendar.Item(a['host'], a['start_date'], a['end_date'],
+                          a['vcpus'], a['memory_mb'], a['disk_gb'],
+                          a['whole_host'], reservation_id)
+            for a in db_api.allocation_list(db,
+                                            reservation_id=reservation_id)]
+
+
+def _live(lease, now):
+    return (lease['status'] not in snapshot.DEAD_LEASES and
+            lease['end_date'] > now)
+
+
 def lookup_server(conf, uuid, now):
     """The live instance Reservation of server ``uuid`` and the hosts of
     its allocations, read from the side database; (None, ()) if none.
 
-    For a request the snapshot does not know as leased although its hints
-    say so: the server may have been linked to its lease after the
-    snapshot was read. One indexed query (plus two when found).
+    For a request with an internal lease hint whose server the snapshot
+    does not know as leased: the server may have been linked to its lease
+    after the snapshot was read. One indexed query (plus two when found).
     """
     db = db_api.get_database(conf)
     for row in db_api.reservation_list(db, resource_id=uuid,
@@ -113,22 +135,54 @@ def lookup_server(conf, uuid, now):
         if row['status'] in snapshot.DEAD_RESERVATIONS:
             continue
         lease = db_api.lease_get(db, row['lease_id'])
-        if lease['status'] in snapshot.DEAD_LEASES or \
-                lease['end_date'] <= now:
+        if not _live(lease, now):
             continue
-        allocations = db_api.allocation_list(db, reservation_id=row['id'])
-        items = [calendar.Item(a['host'], a['start_date'], a['end_date'],
-                               a['vcpus'], a['memory_mb'], a['disk_gb'],
-                               a['whole_host'], row['id'])
-                 for a in allocations]
-        props = row['properties'] or {}
-        size = snapshot._size_from(jsonutils.dumps(props), items)
-        res = snapshot.Reservation(
-            row['id'], lease['id'], lease['project_id'], snapshot.INSTANCE,
-            uuid, lease['start_date'], lease['end_date'], lease['status'],
-            size)
-        return res, {item.host for item in items if item.end > now}
+        items = _items(db, row['id'])
+        return (_instance_reservation(row, lease, items),
+                {item.host for item in items if item.end > now})
     return None, ()
+
+
+def lookup_lease(conf, lease_id, now):
+    """The live instance Reservations of lease ``lease_id``, read from the
+    side database: [] when the lease is gone, over or dead.
+
+    For a first boot (hint ``nova_lease_id``) of a lease the snapshot does
+    not know: it may be younger than the snapshot, or over.
+    """
+    db = db_api.get_database(conf)
+    try:
+        lease = db_api.lease_get(db, lease_id)
+    except lease_exception.NotFound:
+        return []
+    if not _live(lease, now):
+        return []
+    return [_instance_reservation(row, lease, ())
+            for row in lease['reservations']
+            if row['resource_type'] == snapshot.INSTANCE and
+            row['status'] not in snapshot.DEAD_RESERVATIONS]
+
+
+def lookup_deferred(conf, reservation_id, now):
+    """``(Reservation, hosts, live)`` of the instance reservation named by
+    a ``nova_lease_reservation`` hint, read from the side database;
+    ``(None, (), False)`` if it is unknown or not an instance reservation.
+
+    ``live``: neither the reservation nor its lease is dead or over.
+    """
+    db = db_api.get_database(conf)
+    try:
+        row = db_api.reservation_get(db, reservation_id)
+        lease = db_api.lease_get(db, row['lease_id'])
+    except lease_exception.NotFound:
+        return None, (), False
+    if row['resource_type'] != snapshot.INSTANCE:
+        return None, (), False
+    items = _items(db, row['id'])
+    live = (row['status'] not in snapshot.DEAD_RESERVATIONS and
+            _live(lease, now))
+    return (_instance_reservation(row, lease, items),
+            {item.host for item in items if item.end > now}, live)
 
 
 def lookup_reservation(conf, reservation_id, now):
@@ -153,59 +207,137 @@ def lookup_reservation(conf, reservation_id, now):
     return res, hosts
 
 
+def _ask(lookup, default, what, *args):
+    """lookup(*args), or ``default`` (logged) if it fails."""
+    try:
+        return lookup(*args)
+    except Exception:
+        LOG.exception('nova_lease: cannot look up %s', what)
+        return default
+
+
+def _linked(spec_obj, demand, res, hosts, snap, now):
+    """The Request of a server linked to the live reservation ``res``."""
+    if res.end <= now:
+        return Request(UNLEASED, demand, now, None, None, (),
+                       'its lease %s is over' % res.lease_id)
+    if res.start > now:
+        # Built before its lease starts (a lease made before servers were
+        # created at their start): it is shelved right away.
+        return Request(LEASED, demand, now, res.start, None, (),
+                       'lease %s not started' % res.lease_id)
+    if hosts is None:
+        hosts = {item.host for item in snap.allocations.get(res.id, ())
+                 if item.end > now}
+    ignore = set(spec_obj.ignore_hosts or ()) \
+        if _is_set(spec_obj, 'ignore_hosts') else set()
+    allowed = hosts if hosts and not hosts & ignore else None
+    return Request(LEASED, demand, now, res.end, allowed, (res.id,),
+                   'lease %s' % res.lease_id)
+
+
+def _first_boot(demand, lease_id, uuid, project, snap, now, lookup_lease):
+    """The Request of the first boot of a server of lease ``lease_id``
+    (hint ``nova_lease_id``), or None when it is not one: the lease is
+    over or unknown, of another project, or every reservation of it is
+    linked to another server (Nova reloads the hint for every move).
+    """
+    rids = snap.by_lease.get(lease_id) or ()
+    found = [snap.reservations[rid] for rid in rids
+             if rid in snap.reservations]
+    if not found and lookup_lease is not None:
+        found = _ask(lookup_lease, [], 'lease %s' % lease_id, lease_id, now)
+    found = [r for r in found if r.resource_type == snapshot.INSTANCE and
+             r.end > now]
+    if not found or found[0].project_id != project:
+        return None
+    if not any(r.resource_id in (None, uuid) for r in found):
+        return None
+    res = found[0]
+    end = res.end if res.start <= now else res.start
+    return Request(LEASED, demand, now, max(end, now), None, (),
+                   'first boot of lease %s' % lease_id)
+
+
+def _deferred(demand, reservation_id, uuid, project, snap, now,
+              lookup_deferred):
+    """The Request of a server named by a ``nova_lease_reservation`` hint.
+
+    Its creation at a deferred lease's start: pinned to the reservation's
+    allocated hosts, its own allocations left out, while the lease is
+    live, for the reservation's project only, and only if the reservation
+    has no other server; anything else is NoValidHost. A later move of
+    that server once the lease is over is unleased.
+    """
+    res = snap.reservations.get(reservation_id)
+    hosts = None
+    live = res is not None
+    if res is None and lookup_deferred is not None:
+        res, hosts, live = _ask(lookup_deferred, (None, (), False),
+                                'reservation %s' % reservation_id,
+                                reservation_id, now)
+    if res is not None and uuid and res.resource_id == uuid:
+        return Request(UNLEASED, demand, now, None, None, (),
+                       'its lease %s is over' % res.lease_id)
+    if (res is None or not live or res.resource_type != snapshot.INSTANCE
+            or res.project_id != project or res.end <= now or
+            res.lease_status in snapshot.DEAD_LEASES or
+            res.resource_id is not None):
+        return Request(LEASED, demand, now, now, set(), (),
+                       'reservation %s is not a live instance reservation '
+                       'of the project waiting for its server'
+                       % reservation_id)
+    if hosts is None:
+        hosts = {item.host for item in snap.allocations.get(res.id, ())
+                 if item.end > now}
+    return Request(LEASED, demand, now, res.end, set(hosts), (res.id,),
+                   'reservation %s of lease %s' % (res.id, res.lease_id))
+
+
 def resolve(spec_obj, snap, now, conf=CONF, lookup=None,
-            lookup_reservation=None):
+            lookup_reservation=None, lookup_lease=None,
+            lookup_deferred=None):
     """The :class:`Request` of ``spec_obj`` (see doc/scheduling.rst).
 
-    ``lookup(uuid, now)`` -> (Reservation or None, allocated hosts) is
-    asked about a server the snapshot does not know as leased although
-    its hints say it is; ``lookup_reservation(id, now)`` (same answer)
-    about a ``reservation`` hint the snapshot does not show ACTIVE.
+    A request is leased only through the side database: its server is
+    linked to a live instance reservation, or it is the first boot of a
+    leased server, which the nova-api filter marks with an internal hint
+    (``nova_lease_id``, ``nova_lease_reservation``). ``lease_params`` and
+    ``reserved`` are never read here, nor ``[nova_lease] default_lease``.
+
+    The lookups read the side database when the snapshot does not know
+    enough: ``lookup(uuid, now)`` -> (Reservation or None, allocated
+    hosts) for a server with an internal hint that the snapshot does not
+    show linked; ``lookup_lease(lease_id, now)`` -> [Reservation] for a
+    first boot of a lease the snapshot does not know;
+    ``lookup_deferred(reservation_id, now)`` -> (Reservation or None,
+    hosts, live); ``lookup_reservation(id, now)`` -> (Reservation or None,
+    hosts) for a host ``reservation`` hint the snapshot does not show
+    ACTIVE.
     """
     demand = demand_of(spec_obj)
     uuid = spec_obj.instance_uuid if _is_set(spec_obj, 'instance_uuid') \
         else None
+    project = spec_obj.project_id if _is_set(spec_obj, 'project_id') \
+        else None
+    lease_id = _hint(spec_obj, params.LEASE_ID_HINT)
+    deferred_id = _hint(spec_obj, params.RESERVATION_HINT)
     res = snap.servers.get(uuid) if uuid else None
-    reserved = _hint(spec_obj, 'reserved')
-    raw = _hint(spec_obj, 'lease_params')
-    hinted = str(reserved).lower() == 'true' and isinstance(raw, str)
     hosts = None
-    if res is None and uuid and hinted and lookup is not None:
-        try:
-            res, hosts = lookup(uuid, now)
-        except Exception:
-            LOG.exception('nova_lease: cannot look up the lease of server '
-                          '%s; scheduling it by its hints', uuid)
-            res, hosts = None, None
+    if res is None and uuid and (lease_id or deferred_id) and (
+            lookup is not None):
+        res, hosts = _ask(lookup, (None, None),
+                          'the lease of server %s' % uuid, uuid, now)
     if res is not None:
-        if res.end <= now:
-            return Request(UNLEASED, demand, now, None, None, (),
-                           'its lease %s is over' % res.lease_id)
-        if res.start > now:
-            # Built before its lease starts: it is shelved right away.
-            return Request(LEASED, demand, now, res.start, None, (),
-                           'lease %s not started' % res.lease_id)
-        if hosts is None:
-            hosts = {item.host for item in snap.allocations.get(res.id, ())
-                     if item.end > now}
-        ignore = set(spec_obj.ignore_hosts or ()) \
-            if _is_set(spec_obj, 'ignore_hosts') else set()
-        allowed = hosts if hosts and not hosts & ignore else None
-        return Request(LEASED, demand, now, res.end, allowed, (res.id,),
-                       'lease %s' % res.lease_id)
-
-    if hinted:
-        try:
-            lease = params.parse_lease_params(raw, now,
-                                              default_name='server')
-        except params.LeaseParamError as e:
-            LOG.debug('Ignoring the lease_params hint of instance %(uuid)s '
-                      '(%(error)s): scheduled as unleased',
-                      {'uuid': uuid, 'error': e})
-        else:
-            end = lease.end if lease.start_now else lease.start
-            return Request(LEASED, demand, now, max(end, now), None, (),
-                           'lease_params hint')
+        return _linked(spec_obj, demand, res, hosts, snap, now)
+    if deferred_id:
+        return _deferred(demand, deferred_id, uuid, project, snap, now,
+                         lookup_deferred)
+    if lease_id:
+        request = _first_boot(demand, lease_id, uuid, project, snap, now,
+                              lookup_lease)
+        if request is not None:
+            return request
 
     reservation_id = _hint(spec_obj, 'reservation')
     if reservation_id:
@@ -213,14 +345,9 @@ def resolve(spec_obj, snap, now, conf=CONF, lookup=None,
         hosts = None
         if lookup_reservation is not None and (
                 res is None or res.lease_status != status.LeaseStatus.ACTIVE):
-            try:
-                res, hosts = lookup_reservation(reservation_id, now)
-            except Exception:
-                LOG.exception('nova_lease: cannot look up reservation %s',
-                              reservation_id)
-                res = None
-        project = spec_obj.project_id if _is_set(spec_obj, 'project_id') \
-            else None
+            res, hosts = _ask(lookup_reservation, (None, None),
+                              'reservation %s' % reservation_id,
+                              reservation_id, now)
         if (res is None or res.resource_type != snapshot.HOST or
                 res.lease_status != status.LeaseStatus.ACTIVE or
                 res.project_id != project or res.end <= now):
@@ -232,16 +359,9 @@ def resolve(spec_obj, snap, now, conf=CONF, lookup=None,
             hosts = {item.host for item in snap.allocations.get(res.id, ())}
         return Request(HOST_RESERVATION, demand, now, res.end, hosts,
                        (res.id,), 'reservation %s' % res.id, res.id)
-
-    group = conf.nova_lease
-    project = spec_obj.project_id if _is_set(spec_obj, 'project_id') \
-        else None
-    if group.default_lease and project not in \
-            group.default_lease_exempt_projects:
-        duration = params.parse_duration(group.default_lease_duration,
-                                         'default_lease_duration')
-        return Request(LEASED, demand, now, now + duration, None, (),
-                       'default lease')
+    if lease_id:
+        return Request(UNLEASED, demand, now, None, None, (),
+                       'lease %s is over or not this server\'s' % lease_id)
     return Request(UNLEASED, demand, now, None, None, (), 'no lease')
 
 
@@ -380,6 +500,9 @@ class RequestView(object):
             spec_obj, snap, now, conf,
             lookup=lambda uuid, when: lookup_server(conf, uuid, when),
             lookup_reservation=lambda rid, when: lookup_reservation(
+                conf, rid, when),
+            lookup_lease=lambda lid, when: lookup_lease(conf, lid, when),
+            lookup_deferred=lambda rid, when: lookup_deferred(
                 conf, rid, when))
         self._reserved = _reserved(conf)
         # The filter's Loads, reused by the weigher of the same request

@@ -268,6 +268,30 @@ class LeaseFunctionalBase(integrated_helpers._IntegratedTestBase):
                                        result.stdout, result.stderr))
         return result.stdout
 
+    def openstack_cli(self, *args, user='fake', project_id=None,
+                      expect_exit=0):
+        """Run ``openstack <args>`` (OpenStackClient) in process as
+        ``user``; return its standard output (fails the test on another
+        exit code).
+        """
+        argv = [
+            '--os-auth-type', 'password',
+            '--os-auth-url', self.keystone.auth_url,
+            '--os-username', user,
+            '--os-password', self.keystone.PASSWORD,
+            '--os-user-domain-id', self.keystone.DOMAIN_ID,
+            '--os-project-id', project_id or self.api.project_id,
+            '--os-project-domain-id', self.keystone.DOMAIN_ID,
+            '--os-region-name', self.keystone.REGION,
+        ] + [str(arg) for arg in args]
+        result = lease_fixtures.run_openstack_cli(argv)
+        if result.exit_code != expect_exit:
+            self.fail('openstack %s exited %s (expected %s)\nstdout:\n%s\n'
+                      'stderr:\n%s' % (' '.join(map(str, args)),
+                                       result.exit_code, expect_exit,
+                                       result.stdout, result.stderr))
+        return result.stdout
+
     def engine_conf(self, **options):
         """The engine's ConfigOpts, as nova-lease-engine builds it.
 

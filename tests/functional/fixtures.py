@@ -400,6 +400,12 @@ class FakeKeystone(fixtures.Fixture):
         return '201 Created', [('X-Subject-Token', token_id)], body
 
     def _image(self, environ, path):
+        if path in ('', '/'):
+            # Version discovery (openstacksdk needs it; glance answers it
+            # without a token).
+            return '300 Multiple Choices', [], {'versions': [{
+                'id': 'v2.16', 'status': 'CURRENT', 'links': [{
+                    'rel': 'self', 'href': self.image_url + '/v2/'}]}]}
         if self.tokens.get(environ.get('HTTP_X_AUTH_TOKEN')) is None:
             return '401 Unauthorized', [], {'error': {'code': 401}}
         if path.startswith('/v2/images/'):
@@ -509,6 +515,23 @@ def run_nova_cli(argv):
             mock.patch.object(sys, 'stderr', err):
         try:
             nova_shell.main(list(argv))
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else 1
+    return CLIResult(code, out.getvalue(), err.getvalue())
+
+
+def run_openstack_cli(argv):
+    """Run the real ``openstack`` command line (OpenStackClient) in this
+    process; return a :data:`CLIResult`.
+    """
+    from openstackclient import shell as osc_shell
+
+    out, err = io.StringIO(), io.StringIO()
+    with _clean_client_env(), \
+            mock.patch.object(sys, 'stdout', out), \
+            mock.patch.object(sys, 'stderr', err):
+        try:
+            code = osc_shell.main(list(argv))
         except SystemExit as e:
             code = e.code if isinstance(e.code, int) else 1
     return CLIResult(code, out.getvalue(), err.getvalue())

@@ -29,12 +29,55 @@ from tests.functional import base
 from tests.functional.test_instance_lease import InstanceLeaseTest
 
 
+def legacy_future_server(test, start, hours=1, name='legacy'):
+    """A future lease as releases before servers were created at their
+    lease's start made it: its server built at the boot, ACTIVE, with the
+    lease's metadata, and linked to it (the compute hook or the reconcile
+    pass then shelves it until the start). Returns (server, lease).
+    """
+    server = test._boot(name=name)
+    lease = leases.create_instance_lease(
+        test.db, base.CONF, params.LeaseParams(
+            name=name, start=start,
+            end=start + datetime.timedelta(hours=hours)),
+        test.api.project_id, 'fake',
+        {'vcpus': 1, 'memory_mb': 512, 'disk_gb': 1}, 1, flavor_id='1')
+    lease = leases.link_instances(test.db, lease, [server['id']])
+    test.api.post_server_metadata(server['id'], {
+        'lease_id': lease['id'], 'lease_status': 'pending'})
+    return server, lease
+
+
 class TestComputeHook(InstanceLeaseTest):
 
-    def test_user_deletes_the_server_of_a_future_lease(self):
+    def test_user_deletes_the_reserved_server_of_a_future_lease(self):
+        # Created at its start: before then, deleting its alias removes
+        # the lease as if it never was.
         start = self.clock.now + datetime.timedelta(hours=1)
-        server = self._lease_boot(wait='SHELVED_OFFLOADED',
-                                  start=self._date(start), duration='1h')
+        server = self._lease_boot(wait=None, start=self._date(start),
+                                  duration='1h')
+        self.api.delete_server(server['id'])
+        self.assertEqual([], db_api.lease_list(self.db))
+        self.clock.advance(hours=3)
+        self.assertEqual(0, self.engine.process_due())
+        self.assertEqual([], self.notified.sent)
+
+    def test_reconcile_leaves_servers_created_at_start_alone(self):
+        # No server until the start: neither vanished nor unlinked.
+        start = self.clock.now + datetime.timedelta(hours=1)
+        self._lease_boot(wait=None, start=self._date(start), duration='1h')
+        self.clock.advance(minutes=10)       # past leases.START_HOLD
+        stats = self.hook.reconcile()
+        self.assertEqual(0, sum(stats.values()), stats)
+        lease = self._lease()
+        self.assertEqual(('PENDING', 'pending'),
+                         (lease['status'], lease['reservations'][0]['status']))
+
+    def test_user_deletes_the_shelved_server_of_a_legacy_future_lease(self):
+        start = self.clock.now + datetime.timedelta(hours=1)
+        server, _lease = legacy_future_server(self, start)
+        self.assertEqual(1, self.hook.reconcile()['reserved'])
+        server = self._wait_for_state_change(server, 'SHELVED_OFFLOADED')
         self.api.delete_server(server['id'])
         self._gone(server['id'])
         self._wait_for(lambda: self._lease()['status'] == 'TERMINATED',
@@ -78,9 +121,9 @@ class TestComputeHook(InstanceLeaseTest):
         self.faults.fail('shelve', 'POST', r'/servers/[^/]+/action$',
                          '"shelve"')
         start = self.clock.now + datetime.timedelta(hours=1)
-        server = self._lease_boot(start=self._date(start), duration='1h')
-        self._wait_for(lambda: self.faults.faults['shelve'],
-                       'shelve attempted')
+        server, _lease = legacy_future_server(self, start)
+        self.assertEqual(1, self.hook.reconcile()['errors'])
+        self.assertEqual(1, self.faults.faults['shelve'])
         self.assertEqual('ACTIVE', self._status(server['id']))
         self.assertEqual('PENDING', self._lease()['status'])
         self.assertNoTransitional()
@@ -96,8 +139,9 @@ class TestComputeHook(InstanceLeaseTest):
 
     def test_unshelve_fails_lease_error_then_reclaimed(self):
         start = self.clock.now + datetime.timedelta(hours=1)
-        server = self._lease_boot(wait='SHELVED_OFFLOADED',
-                                  start=self._date(start), duration='2h')
+        server, _lease = legacy_future_server(self, start, hours=2)
+        self.assertEqual(1, self.hook.reconcile()['reserved'])
+        server = self._wait_for_state_change(server, 'SHELVED_OFFLOADED')
         self.faults.fail('unshelve', 'POST', r'/servers/[^/]+/action$',
                          '"unshelve"')
         self.clock.advance_to(start)
@@ -124,7 +168,7 @@ class TestReconcileWithoutNotifications(InstanceLeaseTest):
 
     def test_lost_notifications_are_repaired(self):
         start = self.clock.now + datetime.timedelta(hours=1)
-        server = self._lease_boot(start=self._date(start), duration='1h')
+        server, _lease = legacy_future_server(self, start)
         self.assertEqual('ACTIVE', self._status(server['id']))
         self.assertEqual(1, self.hook.reconcile()['reserved'])
         server = self._wait_for_state_change(server, 'SHELVED_OFFLOADED')
@@ -141,9 +185,7 @@ class TestReconcileWithoutNotifications(InstanceLeaseTest):
         # nova-api "dies" between Nova's 202 and the link.
         self.useFixture(base.fixtures.MockPatchObject(
             leases, 'link_instances', side_effect=SystemExit))
-        start = self.clock.now + datetime.timedelta(hours=1)
-        hints = {'lease_params': jsonutils.dumps(
-            {'start': self._date(start), 'duration': '1h'})}
+        hints = {'lease_params': jsonutils.dumps({'duration': '1h'})}
         body = {'server': self._build_server(
             name='orphan', image_uuid=self.image_id, flavor_id='1',
             networks='none')}
@@ -163,9 +205,10 @@ class TestReconcileWithoutNotifications(InstanceLeaseTest):
         self.clock.advance(minutes=10)
         stats = self.hook.reconcile()
         self.assertEqual(1, stats['linked'])
-        self.assertEqual(1, stats['reserved'])
-        server_id = self._lease()['reservations'][0]['resource_id']
-        self._wait_for_state_change({'id': server_id}, 'SHELVED_OFFLOADED')
+        self.assertEqual(0, stats['reserved'])     # its lease has started
+        self.assertEqual(server['id'],
+                         self._lease()['reservations'][0]['resource_id'])
+        self.assertEqual('ACTIVE', self._status(server['id']))
 
 
 class TestUnlinkedAndForged(InstanceLeaseTest):
@@ -234,11 +277,7 @@ class TestStartedLikeTheEngine(InstanceLeaseTest):
             transport=transport)
         self.addCleanup(stop)
         self.assertIsNotNone(stop.listener)
-        start = self.clock.now + datetime.timedelta(hours=1)
-        server = self._lease_boot(wait=None, start=self._date(start),
-                                  duration='1h')
-        server = self._wait_for_state_change(server, 'SHELVED_OFFLOADED')
-        self.assertEqual('reserved', server['metadata']['lease_status'])
+        server = self._lease_boot(duration='1h')
         self.api.delete_server(server['id'])
         self._gone(server['id'])
         self._wait_for(lambda: self._lease()['status'] == 'TERMINATED',

@@ -26,6 +26,7 @@ from oslo_utils import timeutils
 import testtools
 
 from nova_lease.api_ext import middleware
+from nova_lease.db import api as db_api
 from nova_lease.scheduler import filters as lease_filters
 from nova_lease.scheduler import weights as lease_weights
 from tests.functional import base
@@ -202,9 +203,12 @@ class TestClients(base.LeaseFunctionalBase):
             self.assertEqual('True', spec.get_scheduler_hint('reserved'))
             self.assertEqual(lease_params,
                              spec.get_scheduler_hint('lease_params'))
-        # and Nova kept them (>= 2.100 shows them; novaclient stops at 2.96)
+        # and Nova kept them (>= 2.100 shows them; novaclient stops at 2.96),
+        # with the first-boot hint that the filter adds.
+        [lease] = db_api.lease_list(db_api.get_database(base.CONF))
         self.assertEqual(
-            {'reserved': ['True'], 'lease_params': [lease_params]},
+            {'reserved': ['True'], 'lease_params': [lease_params],
+             'nova_lease_id': [lease['id']]},
             server['scheduler_hints'])
 
         listing = self.nova_cli('list')

@@ -200,17 +200,20 @@ class TestFutureLease(InstanceLeaseTest):
         server = self._lease_boot(name='future', wait=None,
                                   start=self._date(start),
                                   end=self._date(end))
-        # The compute hook saw instance.create.end: reserved and shelved.
-        server = self._wait_for_server_parameter(
-            server, {'status': 'SHELVED_OFFLOADED',
-                     'OS-EXT-STS:task_state': None,
-                     'OS-EXT-SRV-ATTR:host': None})
+        # Nothing is built before the start: the 202 names the
+        # reservation (an alias), shown as a reserved, offloaded server.
+        self.assertEqual([], self.admin_api.get_servers(
+            search_opts={'all_tenants': 1}))
+        alias = server['id']
+        server = self.api.get_server(alias)
+        self.assertEqual(('SHELVED_OFFLOADED', None),
+                         (server['status'], server['OS-EXT-STS:task_state']))
         self.assertEqual('reserved', server['metadata']['lease_status'])
         self.assertEqual(['reserved'], server['tags'])
         lease = self._lease()
         self.assertEqual('PENDING', lease['status'])
-        self.assertEqual(server['id'],
-                         lease['reservations'][0]['resource_id'])
+        self.assertEqual(alias, lease['reservations'][0]['id'])
+        self.assertIsNone(lease['reservations'][0]['resource_id'])
 
         # The engine runs its real loop; the clock wakes it.
         runner = threading.Thread(target=self.engine.run, daemon=True)
@@ -223,13 +226,15 @@ class TestFutureLease(InstanceLeaseTest):
 
         moved = time.monotonic()
         self.clock.advance_to(start)
-        self._wait_for(lambda: self._status(server['id']) == 'ACTIVE',
-                       'unshelved at start')
         self._wait_for(lambda: self._lease()['status'] == 'ACTIVE',
                        'lease ACTIVE')
         lag = time.monotonic() - moved
         self.assertLess(lag, 10)
-        server = self.admin_api.get_server(server['id'])
+        # Created at the start: the alias is the real server now.
+        server = self.admin_api.get_server(alias)
+        self.assertEqual(self._lease()['reservations'][0]['resource_id'],
+                         server['id'])
+        self.assertEqual('ACTIVE', server['status'])
         self.assertEqual('active', server['metadata']['lease_status'])
         self.assertEqual([], server['tags'])
         started = [e for e in self._lease()['events']

@@ -171,7 +171,8 @@ class TestLeasedBoot(LeaseApiBase):
         self.assertEqual(
             sorted(r['id'] for r in lease['reservations']),
             sorted(a['reservation_id'] for a in allocations))
-        self._wait_all_active()
+        # Their servers are created at the start.
+        self.assertEqual([], self._servers())
 
     def test_no_capacity_is_409_and_nothing_left(self):
         self.useFixture(base.fixtures.MockPatchObject(
@@ -309,6 +310,14 @@ class TestBadInput(LeaseApiBase):
         for hints, field, words in cases:
             message = self._bad(hints, field)
             self.assertIn(words, message, hints)
+
+    def test_internal_hints_are_refused(self):
+        # The scheduler trusts them: only nova_lease sets them.
+        for key in ('nova_lease_id', 'nova_lease_reservation'):
+            for hints in ({key: 'x'}, {key: 'x', 'lease_params':
+                                       self._params(duration='1h')}):
+                message = self._bad(hints, key)
+                self.assertIn('internal scheduler hint', message)
 
     def test_max_lease_duration_option(self):
         self.flags(max_lease_duration='2h', group='nova_lease')

@@ -29,6 +29,7 @@ from oslo_utils import uuidutils
 import testtools
 
 from nova_lease import calendar
+from nova_lease import params
 from nova_lease.plugins import host as host_plugin
 from nova_lease.scheduler import filters
 from nova_lease.scheduler import snapshot
@@ -75,9 +76,28 @@ def _spec(hints=None, uuid=None, vcpus=4, project='p1', **kwargs):
 
 
 def _lease_hints(end, start=None):
-    return {'reserved': 'True', 'lease_params': jsonutils.dumps({
-        'start': start.isoformat() if start else 'now',
-        'end': end.isoformat()})}
+    """The hints of a first boot of a lease of project p1 from ``start``
+    (now if None) to ``end``: the internal hint nova-api adds, naming a
+    lease that :func:`_lease_of` finds (as ``view.lookup_lease`` would in
+    the side database).
+    """
+    return {params.LEASE_ID_HINT: 'lease|%s|%s' % (
+        (start or NOW).isoformat(), end.isoformat())}
+
+
+def _lease_of(lease_id, now):
+    """``view.lookup_lease`` for the leases named by :func:`_lease_hints`.
+    """
+    if not lease_id.startswith('lease|'):
+        return []
+    _, start, end = lease_id.split('|')
+    start = datetime.datetime.fromisoformat(start)
+    end = datetime.datetime.fromisoformat(end)
+    if end <= now:
+        return []
+    return [snapshot.Reservation('r-' + lease_id, lease_id, 'p1',
+                                 snapshot.INSTANCE, None, start, end,
+                                 'PENDING', None)]
 
 
 def _reservation(rid, start, end, resource_id=None, kind=snapshot.INSTANCE,
@@ -104,6 +124,12 @@ class _Base(testtools.TestCase):
             view, 'lookup_server', return_value=(None, ()))).mock
         self.lookup_res = self.useFixture(fixtures.MockPatchObject(
             view, 'lookup_reservation', return_value=(None, ()))).mock
+        self.lookup_lease = self.useFixture(fixtures.MockPatchObject(
+            view, 'lookup_lease',
+            side_effect=lambda conf, lease_id, now: _lease_of(lease_id,
+                                                              now))).mock
+        self.lookup_deferred = self.useFixture(fixtures.MockPatchObject(
+            view, 'lookup_deferred', return_value=(None, (), False))).mock
         self.filter = filters.LeaseFilter()
 
     def promise(self, host, start, end, rid='r1', vcpus=4, **kwargs):
@@ -137,7 +163,7 @@ class FilterTest(_Base):
     def test_future_lease_first_boot_needs_until_its_start(self):
         self.promise('host1', NOW + 2 * HOUR, NOW + 4 * HOUR)
         spec = _spec(_lease_hints(NOW + 4 * HOUR, start=NOW + 2 * HOUR))
-        req = view.resolve(spec, self.snap, NOW)
+        req = view.resolve(spec, self.snap, NOW, lookup_lease=_lease_of)
         self.assertEqual((view.LEASED, NOW, NOW + 2 * HOUR),
                          (req.kind, req.start, req.end))
         self.assertEqual(['host1', 'host2'],
@@ -205,15 +231,15 @@ class FilterTest(_Base):
         self.flags.config(group='nova_lease', freepool_aggregate='other')
         self.assertEqual(['host1', 'host2'], self.passing(hosts, _spec()))
 
-    def test_default_lease(self):
+    def test_default_lease_is_not_the_schedulers(self):
+        # nova-api gives default leases (and marks their first boot); the
+        # scheduler never applies default_lease: a request without a lease
+        # hint is unleased (a server booted before the option was set).
         self.promise('host1', NOW + 2 * HOUR, NOW + 4 * HOUR)
         hosts = [_host('host1'), _host('host2')]
         self.flags.config(group='nova_lease', default_lease=True,
-                          default_lease_duration='1h',
-                          default_lease_exempt_projects=['exempt'])
-        self.assertEqual(['host1', 'host2'], self.passing(hosts, _spec()))
-        self.assertEqual(['host2'], self.passing(
-            hosts, _spec(project='exempt')))
+                          default_lease_duration='1h')
+        self.assertEqual(['host2'], self.passing(hosts, _spec()))
 
     def test_host_reservation_hint(self):
         self.snap = snapshot.Snapshot(
@@ -296,12 +322,91 @@ class FilterTest(_Base):
         spec.scheduler_hints = {'_nova_check_type': ['rebuild']}
         self.assertEqual(['host1'], self.passing([_host('host1')], spec))
 
-    def test_bad_lease_params_hint_counts_as_unleased(self):
+    def test_lease_params_hint_is_never_read(self):
+        # Nova keeps the boot hints and hands them over at every move: a
+        # lease is only what the side database says.
         self.promise('host1', NOW + HOUR, NOW + 4 * HOUR)
-        spec = _spec({'reserved': 'True', 'lease_params': '{"end": 1'})
+        for raw in ('{"end": 1', jsonutils.dumps({'duration': '30m'})):
+            spec = _spec({'reserved': 'True', 'lease_params': raw})
+            self.assertEqual(view.UNLEASED,
+                             view.resolve(spec, self.snap, NOW).kind)
+            self.assertEqual([], self.passing([_host('host1')], spec))
+        self.lookup.assert_not_called()
+
+    def test_first_boot_hint_of_a_lease_that_is_over(self):
+        # A move of a server whose lease has ended: unleased.
+        self.promise('host1', NOW + HOUR, NOW + 4 * HOUR)
+        uuid = uuidutils.generate_uuid()
+        spec = _spec(_lease_hints(NOW - 1 * _SEC, start=NOW - HOUR),
+                     uuid=uuid)
+        request = view.resolve(spec, self.snap, NOW,
+                               lookup=lambda u, n: (None, ()),
+                               lookup_lease=_lease_of)
+        self.assertEqual((view.UNLEASED, None), (request.kind, request.end))
+        self.assertEqual([], self.passing([_host('host1')], spec))
+        self.lookup.assert_called_once_with(CONF, uuid, NOW)
+
+    def test_first_boot_hint_needs_an_unlinked_reservation(self):
+        # Every reservation of the lease has its server: not a first boot.
+        self.snap = snapshot.Snapshot((), {'r1': _reservation(
+            'r1', NOW, NOW + HOUR, resource_id='another-server',
+            status='ACTIVE')})
+        spec = _spec({params.LEASE_ID_HINT: 'lease-r1'})
         self.assertEqual(view.UNLEASED,
                          view.resolve(spec, self.snap, NOW).kind)
-        self.assertEqual([], self.passing([_host('host1')], spec))
+        self.snap = snapshot.Snapshot((), {'r1': _reservation(
+            'r1', NOW, NOW + HOUR)})
+        request = view.resolve(spec, self.snap, NOW)
+        self.assertEqual((view.LEASED, NOW + HOUR),
+                         (request.kind, request.end))
+        # Another project's lease does not lease this request.
+        self.assertEqual(view.UNLEASED, view.resolve(
+            _spec({params.LEASE_ID_HINT: 'lease-r1'}, project='p2'),
+            self.snap, NOW).kind)
+        self.lookup_lease.assert_not_called()
+
+    def test_deferred_server_is_pinned_to_its_allocation(self):
+        # The server nova-api creates at a deferred lease's start.
+        self.promise('host1', NOW, NOW + 2 * HOUR, status='STARTING')
+        hosts = [_host('host1'), _host('host2')]
+        spec = _spec({params.RESERVATION_HINT: 'r1'})
+        self.assertEqual(['host1'], self.passing(hosts, spec))
+        request = view.resolve(spec, self.snap, NOW)
+        self.assertEqual((view.LEASED, NOW + 2 * HOUR, ('r1',)),
+                         (request.kind, request.end, request.exclude))
+        # Something else took its capacity: NoValidHost, never host2.
+        self.assertEqual([], self.passing(
+            [_host('host1', vcpus_used=1), _host('host2')], spec))
+        # Only for the reservation's project.
+        self.assertEqual([], self.passing(
+            hosts, _spec({params.RESERVATION_HINT: 'r1'}, project='p2')))
+        # Not when the reservation has a server already.
+        self.promise('host1', NOW, NOW + 2 * HOUR, rid='r2',
+                     resource_id='another-server', status='ACTIVE')
+        self.assertEqual([], self.passing(
+            hosts, _spec({params.RESERVATION_HINT: 'r2'})))
+        self.lookup_deferred.assert_not_called()
+
+    def test_deferred_hint_after_the_end_and_unknown(self):
+        uuid = uuidutils.generate_uuid()
+        hosts = [_host('host1'), _host('host2')]
+        spec = _spec({params.RESERVATION_HINT: 'r1'}, uuid=uuid)
+        # Unknown (or dead): NoValidHost for the create...
+        self.assertEqual([], self.passing(hosts, spec))
+        dead = _reservation('r1', NOW - 2 * HOUR, NOW - HOUR,
+                            status='TERMINATED')
+        self.lookup_deferred.return_value = (dead, {'host1'}, False)
+        self.assertEqual([], self.passing(hosts, spec))
+        # ... but the server it created, moved once its lease is over, is
+        # unleased.
+        self.lookup_deferred.return_value = (
+            dead._replace(resource_id=uuid), {'host1'}, False)
+        self.assertEqual(view.UNLEASED,
+                         view.resolve(spec, self.snap, NOW,
+                                      lookup_deferred=lambda r, n: (
+                                          dead._replace(resource_id=uuid),
+                                          {'host1'}, False)).kind)
+        self.assertEqual(['host1', 'host2'], self.passing(hosts, spec))
 
     def test_database_down_lets_every_host_pass(self):
         view.get_snapshot.side_effect = RuntimeError('down')
