@@ -49,11 +49,8 @@ class LeaseAllocationsTest(test_lease_api.LeaseAPIMixin,
         self.assertEqual(('host1', start, end),
                          (allocation['host'], allocation['start_date'],
                           allocation['end_date']))
-        # The compute hook shelves the server until the start.
-        for server in self.api.get_servers():
-            self._wait_for_server_parameter(
-                server, {'status': 'SHELVED_OFFLOADED',
-                         'OS-EXT-STS:task_state': None})
+        # Its server is created at the start: none exists before.
+        self.assertEqual([], self.api.get_servers())
         return lease, start, end
 
     def _no_servers(self):
@@ -109,11 +106,13 @@ class LeaseAllocationsTest(test_lease_api.LeaseAPIMixin,
 
     def test_server_deleted_before_the_start_frees_its_host(self):
         lease, start, end = self._future_lease()
-        for server in self.api.get_servers():
-            self._delete_server(server)
-        # The compute hook ends the lease early.
-        self._wait_for(lambda: self._lease()['status'] == 'TERMINATED',
-                       'lease ended early')
+        # Before its start the server is the reservation's alias: deleting
+        # it removes the reservation, and the lease with its last one.
+        [reservation] = lease['reservations']
+        self.api.api_delete('/servers/%s' % reservation['id'],
+                            check_response_status=[204])
+        self.assertRaises(db_api.LeaseNotFound, db_api.lease_get, self.db,
+                          lease['id'])
         self.assertEqual([], db_api.allocation_list(self.db,
                                                     lease_id=lease['id']))
         self._register('host1')
