@@ -17,9 +17,16 @@ the engine with the physical:host plugin; what admission promised is
 read back from the side database.
 """
 
+import collections
+import threading
+import time
+
+from nova.compute import resource_tracker
+
 from nova_lease.db import api as db_api
 from tests.functional import test_host_reservation
 from tests.functional import test_scheduling
+from tests import threads
 
 HOUR = test_scheduling.HOUR
 
@@ -41,6 +48,74 @@ class _AdmissionBase(test_host_reservation.HostLeaseMixin,
     def _promised_hosts(self):
         return sorted(a['host'] for a in db_api.allocation_list(self.db)
                       if not a['whole_host'])
+
+    def overcommitted(self):
+        """Every (host, instant, demand, capacity) where what runs for
+        ever plus what is promised exceeds the host's capacity.
+
+        Computed from placement (capacity and usage of each compute
+        node), Nova's servers and the side database: a server linked to
+        a live lease counts until its lease ends (or starts, if it runs
+        before its start), any other server for ever; an allocation
+        counts over its interval. Checked at now and at every
+        allocation's start after now.
+        """
+        now = self.clock.now
+        leases = {}
+        for lease in db_api.lease_list(self.db):
+            if lease['status'] in ('TERMINATED', 'ERROR') or \
+                    lease['end_date'] <= now:
+                continue
+            for res in lease['reservations']:
+                if res['resource_id'] and res['status'] in ('pending',
+                                                            'active'):
+                    leases[res['resource_id']] = lease
+        running = collections.defaultdict(list)   # host -> [(until, v)]
+        for server in self.admin_api.get_servers(
+                detail=True, search_opts={'all_tenants': 1}):
+            host = server['OS-EXT-SRV-ATTR:hypervisor_hostname']
+            if not host or server['status'] in ('SHELVED_OFFLOADED',):
+                continue
+            flavor = server['flavor']
+            lease = leases.get(server['id'])
+            until = None
+            if lease is not None:
+                until = (lease['start_date'] if lease['start_date'] > now
+                         else lease['end_date'])
+            running[host].append((until, flavor['vcpus']))
+        promised = collections.defaultdict(list)
+        for lease in db_api.lease_list(self.db):
+            if lease['status'] in ('TERMINATED', 'ERROR'):
+                continue
+            for a in db_api.allocation_list(self.db, lease_id=lease['id']):
+                if a['end_date'] > now:
+                    promised[a['host']].append(a)
+        found = []
+        for host in self.COMPUTES:
+            rp = self._get_provider_uuid_by_host(host)
+            inv = self._get_provider_inventory(rp)['VCPU']
+            capacity = int((inv['total'] - inv['reserved']) *
+                           inv['allocation_ratio'])
+            usage = self._get_provider_usages(rp)['VCPU']
+            known = sum(v for _u, v in running[host])
+            # Usage placement holds for servers not listed yet (being
+            # built) runs for ever.
+            forever = max(usage - known, 0)
+            instants = {now} | {a['start_date'] for a in promised[host]
+                                if a['start_date'] > now}
+            for t in sorted(instants):
+                demand = forever + sum(
+                    v for until, v in running[host]
+                    if until is None or until > t) + sum(
+                    a['vcpus'] for a in promised[host]
+                    if a['start_date'] <= t < a['end_date'])
+                if demand > capacity:
+                    found.append((host, t, demand, capacity, {
+                        'usage': usage, 'running': running[host],
+                        'promised': [(a['start_date'], a['end_date'],
+                                      a['vcpus'])
+                                     for a in promised[host]]}))
+        return found
 
     def _host_lease_now(self, hours=6):
         """A started host lease on the (one) registered host."""
@@ -98,3 +173,125 @@ class TestRegisteredHosts(_AdmissionBase):
         self.assertIn('host1, host2', message)
         self.assertEqual([], self._promised_hosts())
         self.assertEqual(0, self._lease_count())
+
+
+class TestUnleasedBootsRaceAdmissions(_AdmissionBase):
+    """Issue 11 item 6: admission sees the scheduler's claims as soon as
+    placement has them, not when the compute node reports them.
+    """
+
+    COMPUTES = {'host1': (4, 8192, 100), 'host2': (4, 8192, 100)}
+
+    def setUp(self):
+        super().setUp()
+        self._create_flavor(id='two', name='two', vcpu=2, memory_mb=512,
+                            disk=1, ephemeral=0)
+
+    def _hold_builds(self):
+        """Builds stop after the scheduler's claim, before the compute
+        node's usage is updated, until released. Returns (reached,
+        release) events.
+        """
+        reached = threading.Event()
+        release = threading.Event()
+        original = resource_tracker.ResourceTracker.instance_claim
+
+        def instance_claim(tracker, *args, **kwargs):
+            reached.set()
+            release.wait(60)
+            return original(tracker, *args, **kwargs)
+
+        self.stub_out('nova.compute.resource_tracker.ResourceTracker.'
+                      'instance_claim', instance_claim)
+        self.addCleanup(release.set)
+        return reached, release
+
+    def _settled(self, server, timeout=60):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = self.admin_api.get_server(server['id'])
+            if found['status'] in ('ACTIVE', 'ERROR'):
+                return found['status']
+            time.sleep(0.1)
+        return 'still %s' % found['status']
+
+    def _wait_no_build(self, timeout=60):
+        """Wait until no server is being built (any flow)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            servers = self.admin_api.get_servers(
+                detail=True, search_opts={'all_tenants': 1})
+            if all(s['status'] != 'BUILD' for s in servers):
+                return
+            time.sleep(0.1)
+        self.fail('servers still building: %s' % servers)
+
+    def test_claimed_but_not_built_is_seen(self):
+        T = self.clock.now
+        reached, release = self._hold_builds()
+        booted = []
+        booting = [threading.Thread(
+            target=lambda n=n: booted.append(self._boot(
+                name='unleased%d' % n, flavor='big', wait=None)))
+            for n in range(2)]
+        for thread in booting:
+            thread.start()
+            # Claimed in placement (one host each), not built yet.
+            self.assertTrue(reached.wait(30))
+            reached.clear()
+        results = [self._future_boot('big', T + HOUR, T + 3 * HOUR,
+                                     name='future')]
+        release.set()
+        for thread in booting:
+            thread.join(60)
+        for server in booted:
+            self._wait_for_state_change(server, 'ACTIVE')
+        self._wait_no_build()
+        self.assertEqual(409, results[0][0], results)
+        self.assertEqual([], self._promised_hosts())
+        self.assertEqual([], self.overcommitted())
+
+    def test_parallel_unleased_builds_and_admissions(self):
+        T = self.clock.now
+        # Four unleased 2-vcpu servers take both hosts (8 vcpus): each is
+        # claimed in placement, then its build waits.
+        claimed = threading.Semaphore(0)
+        gates = {}
+        original = resource_tracker.ResourceTracker.instance_claim
+
+        def instance_claim(tracker, context, instance, *args, **kwargs):
+            gate = gates.setdefault(instance.uuid, threading.Event())
+            claimed.release()
+            gate.wait(60)
+            return original(tracker, context, instance, *args, **kwargs)
+
+        self.stub_out('nova.compute.resource_tracker.ResourceTracker.'
+                      'instance_claim', instance_claim)
+        self.addCleanup(lambda: [g.set() for g in list(gates.values())])
+        booted = []
+        for n in range(4):
+            thread = threading.Thread(target=lambda n=n: booted.append(
+                self._boot(name='u%d' % n, flavor='two', wait=None)))
+            thread.start()
+            self.assertTrue(claimed.acquire(timeout=30))
+            self.addCleanup(thread.join, 60)
+        # Then, in parallel: the builds finish (the compute nodes'
+        # usage follows one by one) while four future leases of 2 vcpus
+        # for [T+1h, T+2h) are admitted.
+        waiting = sorted(gates.values(), key=id)
+
+        def attempt(n):
+            if n < 4:
+                time.sleep(0.05 * n)
+                waiting[n].set()
+                return 'built'
+            code, _body = self._future_boot('two', T + HOUR, T + 2 * HOUR,
+                                            name='f%d' % n)
+            return code
+
+        results = threads.race(8, attempt)
+        self.assertEqual([], threads.errors(results))
+        self._wait_no_build()
+        self.assertEqual(['ACTIVE'] * 4, [self._settled(s) for s in booted])
+        self.assertEqual([], self.overcommitted(), results)
+        self.assertEqual(['built'] * 4 + [409] * 4, results)
