@@ -1267,23 +1267,39 @@ def span_lookback(span_class):
     return datetime.timedelta(hours=2 ** span_class) + _SPAN_MARGIN
 
 
-def _window_condition(start, end, hosts=None):
-    """Allocations overlapping [start, end): one index range per span
-    class (per host, with ``hosts``).
+def _window_statement(by_host):
+    """Allocations overlapping [:start, :end) of live reservations: one
+    index range per span class (per host of the expanding :hosts with
+    ``by_host``); class k's lower bound is :lb<k>. Built once (see
+    window_allocation_rows).
     """
     alloc = ALLOCATIONS
     ranges = []
     for k in range(models.SPAN_CLASSES + 1):
-        lookback = span_lookback(k)
-        terms = [alloc.c.span_class == k, alloc.c.start_date < end]
-        if lookback is not None:
-            terms.append(alloc.c.start_date > start - lookback)
-        if hosts is None:
-            ranges.append(sa.and_(*terms))
-        else:
-            ranges.extend(sa.and_(alloc.c.host == host, *terms)
-                          for host in hosts)
-    return sa.and_(sa.or_(*ranges), alloc.c.end_date > start)
+        terms = [alloc.c.span_class == k,
+                 alloc.c.start_date < sa.bindparam('end')]
+        if span_lookback(k) is not None:
+            terms.append(alloc.c.start_date > sa.bindparam('lb%d' % k))
+        if by_host:
+            terms.insert(0, alloc.c.host.in_(
+                sa.bindparam('hosts', expanding=True)))
+        ranges.append(sa.and_(*terms))
+    now = sa.bindparam('now')
+    return (sa.select(alloc.c.id, alloc.c.reservation_id, alloc.c.host,
+                      alloc.c.start_date, alloc.c.end_date, alloc.c.vcpus,
+                      alloc.c.memory_mb, alloc.c.disk_gb, alloc.c.whole_host)
+            .select_from(alloc.join(RESERVATIONS).join(LEASES))
+            .where(sa.or_(*ranges),
+                   alloc.c.end_date > sa.bindparam('start'),
+                   RESERVATIONS.c.status.not_in(sa.bindparam(
+                       'dead_reservations', expanding=True)),
+                   LEASES.c.status.not_in(sa.bindparam(
+                       'dead_leases', expanding=True)),
+                   LEASES.c.end_date > now))
+
+
+_WINDOW = _window_statement(False)
+_WINDOW_BY_HOST = _window_statement(True)
 
 
 def window_allocation_rows(db, now, dead_reservations, dead_leases, start,
@@ -1298,18 +1314,20 @@ def window_allocation_rows(db, now, dead_reservations, dead_leases, start,
     the allocations near the window, not the table's size.
     """
     start, end = _naive_utc(start), _naive_utc(end)
-    hosts = None if hosts is None else sorted(set(hosts))
-    if hosts is not None and not hosts:
-        return []
-    alloc = ALLOCATIONS
-    stmt = (sa.select(alloc.c.id, alloc.c.reservation_id, alloc.c.host,
-                      alloc.c.start_date, alloc.c.end_date, alloc.c.vcpus,
-                      alloc.c.memory_mb, alloc.c.disk_gb, alloc.c.whole_host)
-            .select_from(alloc.join(RESERVATIONS).join(LEASES))
-            .where(_window_condition(start, end, hosts),
-                   _live(now, dead_reservations, dead_leases)))
+    params = {'start': start, 'end': end, 'now': _naive_utc(now),
+              'dead_reservations': list(dead_reservations),
+              'dead_leases': list(dead_leases)}
+    for k in range(models.SPAN_CLASSES):
+        params['lb%d' % k] = start - span_lookback(k)
+    statement = _WINDOW
+    if hosts is not None:
+        hosts = sorted(set(hosts))
+        if not hosts:
+            return []
+        params['hosts'] = hosts
+        statement = _WINDOW_BY_HOST
     with _reading(db) as session:
-        return [tuple(row) for row in session.execute(stmt)]
+        return [tuple(row) for row in session.execute(statement, params)]
 
 
 def linked_instance_rows(db, now, live_statuses, dead_leases):

@@ -34,8 +34,8 @@ that its cost does not grow with the reservations elsewhere in time
 4. the chosen hosts are locked (``db_api.lock_hosts``), and then read
    again, fresh: their allocations (what a concurrent admission committed
    before we got the lock), whether they were registered meanwhile, the
-   free pool, and their capacity and usage *from placement*
-   (``GET /resource_providers/{uuid}/inventories`` and ``/usages``).
+   free pool, and their usage *from placement* (``GET
+   /resource_providers/{uuid}/usages``, one request per chosen host).
    Placement holds the scheduler's claims as soon as they are made,
    while a compute node's usage follows only when its compute service
    has built the server. If the choice still fits, it is returned (the
@@ -136,11 +136,11 @@ class Inventory(object):
         """
         raise NotImplementedError()
 
-    def placement_loads(self, hosts):
-        """{name: (HostCapacity, used, max_unit) or None} of ComputeHosts,
-        read from placement now (None: unknown to placement, or it did
-        not answer). ``max_unit``: the largest (vcpus, memory_mb,
-        disk_gb) one consumer may take.
+    def placement_usage(self, hosts):
+        """{name: (vcpus, memory_mb, disk_gb) or None}: what placement
+        says every consumer uses on these ComputeHosts now, the
+        scheduler's latest claims included (None: unknown to placement,
+        or it did not answer).
         """
         raise NotImplementedError()
 
@@ -155,12 +155,14 @@ class NovaInventory(Inventory):
     Compute nodes come from Nova's cell databases (one ComputeNode query
     per cell) and the free pool from the API database; both are kept for
     ``[nova_lease] admission_inventory_ttl`` seconds, for the plan only:
-    the hosts a plan chooses are always read again from placement
-    (:meth:`placement_loads`) and the free pool (:meth:`freepool_members`)
-    before anything is promised on them. Capacities follow placement:
-    ``(total - reserved) * allocation_ratio`` (the compute nodes' copy
-    uses the ``[DEFAULT] reserved_host_*`` options of nova-api's
-    nova.conf). Thread-safe.
+    the usage of the hosts a plan chooses is always read again from
+    placement (:meth:`placement_usage`), and their aggregates
+    (:meth:`freepool_members`), before anything is promised on them.
+    Capacities are computed as the scheduler's HostStates and placement
+    do, ``(total - reserved) * allocation_ratio``, from the compute
+    nodes' totals and ratios and the ``[DEFAULT] reserved_host_*``
+    options of nova-api's nova.conf (keep them equal to the computes').
+    Thread-safe.
     """
 
     def __init__(self, conf=CONF, context=None, placement=None):
@@ -270,53 +272,36 @@ class NovaInventory(Inventory):
                 'placement answered %s to GET %s' % (resp.status_code, url))
         return resp.json()
 
-    def placement_loads(self, hosts):
+    def placement_usage(self, hosts):
         out = {}
         for host in hosts:
             try:
-                inventories = self._get(
-                    '/resource_providers/%s/inventories' % host.uuid)
                 usages = self._get('/resource_providers/%s/usages'
                                    % host.uuid)
             except Exception as e:
-                LOG.warning('Cannot read the placement inventory and usage '
-                            'of host %(host)s (%(error)s): it gets no new '
-                            'promise', {'host': host.name, 'error': e})
+                LOG.warning('Cannot read the placement usage of host '
+                            '%(host)s (%(error)s): it gets no new promise',
+                            {'host': host.name, 'error': e})
+                usages = None
+            if usages is None:
                 out[host.name] = None
                 continue
-            if inventories is None or usages is None:
-                out[host.name] = None
-                continue
-            out[host.name] = _from_placement(inventories.get('inventories')
-                                             or {},
-                                             usages.get('usages') or {})
+            usages = usages.get('usages') or {}
+            out[host.name] = tuple(int(usages.get(rc, 0))
+                                   for rc in _RESOURCES)
         return out
 
     def freepool_members(self, service_hosts):
-        wanted = set(service_hosts)
-        if not wanted:
-            return set()
-        return wanted & self._freepool()
+        name = self.conf.nova_lease.freepool_aggregate
+        found = set()
+        for host in service_hosts:
+            if any(agg.name == name for agg in
+                   objects.AggregateList.get_by_host(self.context, host)):
+                found.add(host)
+        return found
 
 
 _RESOURCES = ('VCPU', 'MEMORY_MB', 'DISK_GB')
-
-
-def _from_placement(inventories, usages):
-    """(HostCapacity, used, max_unit) from placement's answers."""
-    capacity, used, max_unit = [], [], []
-    for rc in _RESOURCES:
-        inv = inventories.get(rc)
-        if inv is None:
-            capacity.append(0)
-            max_unit.append(0)
-        else:
-            capacity.append(calendar.usable_capacity(
-                inv.get('total', 0), inv.get('reserved', 0),
-                inv.get('allocation_ratio', 1.0)))
-            max_unit.append(inv.get('max_unit', inv.get('total', 0)))
-        used.append(int(usages.get(rc, 0)))
-    return (calendar.HostCapacity(*capacity), tuple(used), tuple(max_unit))
 
 
 _INVENTORIES = {}
@@ -472,19 +457,17 @@ class _Admission(object):
 
     def _loads(self, hosts, verified, leased):
         loads = fit.Loads()
-        demand = self.demand
         for host in hosts:
             capacity, used = host.capacity, host.used
             if host.name in verified:
-                known = verified[host.name]
-                if known is None:
-                    capacity = None
+                used = verified[host.name]
+                if used is None:
+                    capacity, used = None, (0, 0, 0)
                 else:
-                    capacity, used, max_unit = known
-                    if (demand.vcpus > max_unit[0] or
-                            demand.memory_mb > max_unit[1] or
-                            demand.disk_gb > max_unit[2]):
-                        capacity = None
+                    # Placement's claims may run ahead of the node's
+                    # report (and the report may count what placement
+                    # does not): the larger of the two.
+                    used = tuple(map(max, used, host.used))
             loads.add(host.name, capacity, used, leased.get(host.name, ()))
         return loads.done()
 
@@ -560,7 +543,7 @@ class _Admission(object):
                     excluded |= {h.name for h in unverified
                                  if h.service_host in pool}
                     continue
-                verified.update(self.inventory.placement_loads(unverified))
+                verified.update(self.inventory.placement_usage(unverified))
             loads = self._loads([by_name[h] for h in chosen], verified,
                                 leased)
             if _still_fits([i for h in chosen for i in items_of[h]], loads,

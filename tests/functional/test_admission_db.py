@@ -52,9 +52,8 @@ class StaticInventory(admission.Inventory):
     def leased_servers(self, uuids):
         return {}
 
-    def placement_loads(self, hosts):
-        return {h.name: (self.CAPACITY, (0, 0, 0), self.CAPACITY)
-                for h in hosts}
+    def placement_usage(self, hosts):
+        return {h.name: (0, 0, 0) for h in hosts}
 
     def freepool_members(self, service_hosts):
         return set()
