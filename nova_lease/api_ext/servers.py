@@ -61,6 +61,7 @@ from oslo_serialization import jsonutils
 from oslo_utils import timeutils
 import webob.exc
 
+from nova_lease import enforcement
 from nova_lease import exception
 from nova_lease import leases
 from nova_lease import notifications
@@ -322,6 +323,14 @@ class ServerCreate(object):
             flavor_id, flavor = self._flavor(ctx, server.get('flavorRef'))
         except exception.Invalid as e:
             return _fault(webob.exc.HTTPBadRequest, str(e))
+        if not request.default:
+            # Usage limits ([nova_lease_enforcement]): 403 naming them.
+            try:
+                enforcement.check_instance_lease(
+                    self.conf, self.db, ctx.project_id, request.params.start,
+                    request.params.end, flavor, count, now)
+            except enforcement.LimitExceeded as e:
+                return _fault(webob.exc.HTTPForbidden, str(e))
         return self._boot(req, ctx, body, server, request, flavor_id,
                           flavor, count, now)
 

@@ -1373,6 +1373,62 @@ def registered_hostnames(db, hostnames=None):
         return {name: service for name, service in session.execute(stmt)}
 
 
+# -- usage enforcement's reads ----------------------------------------------
+
+def project_live_lease_count(db, project_id, now, dead_leases):
+    """How many leases of ``project_id`` have not ended at ``now`` (status
+    not in ``dead_leases``, end after now).
+    """
+    stmt = (sa.select(sa.func.count()).select_from(LEASES)
+            .where(LEASES.c.project_id == project_id,
+                   LEASES.c.status.not_in(sorted(dead_leases)),
+                   LEASES.c.end_date > _naive_utc(now)))
+    with _reading(db) as session:
+        return session.execute(stmt).scalar() or 0
+
+
+def project_instance_rows(db, project_id, now, dead_reservations,
+                          dead_leases, start, end):
+    """The live instance reservations of ``project_id``'s leases that
+    overlap [start, end) and have not ended at ``now``.
+
+    Rows ``(lease id, lease start_date, lease end_date, properties (JSON
+    text))``.
+    """
+    res = RESERVATIONS
+    stmt = (sa.select(LEASES.c.id, LEASES.c.start_date, LEASES.c.end_date,
+                      res.c.properties)
+            .select_from(res.join(LEASES))
+            .where(LEASES.c.project_id == project_id,
+                   res.c.resource_type == 'virtual:instance',
+                   _live(now, dead_reservations, dead_leases),
+                   LEASES.c.start_date < _naive_utc(end),
+                   LEASES.c.end_date > _naive_utc(start)))
+    with _reading(db) as session:
+        return [tuple(row) for row in session.execute(stmt)]
+
+
+def project_host_rows(db, project_id, now, dead_reservations, dead_leases,
+                      start, end):
+    """The host allocations of ``project_id``'s live host reservations
+    that overlap [start, end).
+
+    Rows ``(lease id, host, start_date, end_date)`` (as booked, cleaning
+    time included).
+    """
+    alloc = ALLOCATIONS
+    stmt = (sa.select(LEASES.c.id, alloc.c.host, alloc.c.start_date,
+                      alloc.c.end_date)
+            .select_from(alloc.join(RESERVATIONS).join(LEASES))
+            .where(LEASES.c.project_id == project_id,
+                   alloc.c.whole_host.is_(True),
+                   _live(now, dead_reservations, dead_leases),
+                   alloc.c.start_date < _naive_utc(end),
+                   alloc.c.end_date > _naive_utc(start)))
+    with _reading(db) as session:
+        return [tuple(row) for row in session.execute(stmt)]
+
+
 def _allocation_reservation(session, allocation_id):
     rid = session.execute(sa.select(ALLOCATIONS.c.reservation_id).where(
         ALLOCATIONS.c.id == allocation_id)).scalar()
