@@ -139,23 +139,28 @@ class _Phases(object):
 
     def __init__(self, test):
         self.current = {}
+        self.cpu = {}
         for name, owner, attr in self.TIMED:
             test.useFixture(fixtures.MockPatchObject(
                 owner, attr, new=self._timed(name, getattr(owner, attr))))
 
     def _timed(self, name, func):
         def timed(*args, **kwargs):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.thread_time()
             try:
                 return func(*args, **kwargs)
             finally:
                 self.current[name] = self.current.get(name, 0.0) + (
                     time.perf_counter() - t0)
+                key = name + '_cpu'
+                self.cpu[key] = self.cpu.get(key, 0.0) + (
+                    time.thread_time() - c0)
         return timed
 
     def take(self):
         current, self.current = self.current, {}
-        return current
+        cpu, self.cpu = self.cpu, {}
+        return current, cpu
 
 
 def _ms(seconds):
@@ -298,8 +303,9 @@ class AdmissionBench(base.LeaseFunctionalBase):
             self.db, base.CONF, params, 'bench-project', 'bench-user',
             dict(FLAVOR), 1, flavor_id='bench')
         elapsed, cpu = time.perf_counter() - t0, time.thread_time() - c0
-        phases = self.phases.take()
+        phases, phases_cpu = self.phases.take()
         phases['cpu'] = cpu
+        phases['_cpu'] = phases_cpu
         db_api.lease_destroy(self.db, lease['id'])
         return elapsed, phases
 
@@ -347,10 +353,12 @@ class AdmissionBench(base.LeaseFunctionalBase):
                 import pstats
                 profiler.disable()
                 pstats.Stats(profiler, stream=sys.stderr).sort_stats(
-                    'cumulative').print_stats(60)
+                    'cumulative').print_stats('nova_lease', 60)
             first = measured[0][0]
             times = [t for t, _p in measured[1:]]
             cpus = [p.pop('cpu') for _t, p in measured]
+            cpu_phases = [dict(p.pop('_cpu'), cpu=c)
+                          for (_t, p), c in zip(measured, cpus)]
             names = sorted({n for _t, p in measured[1:] for n in p})
             phases = {n: _ms(statistics.median(
                 [p.get(n, 0.0) for _t, p in measured[1:]])) for n in names}
@@ -372,10 +380,12 @@ class AdmissionBench(base.LeaseFunctionalBase):
                     t0 = time.perf_counter()
                     snapshot.read(session, now, w, w + 4 * HOUR)
                     entry['old_read_ms'] = _ms(time.perf_counter() - t0)
-            slow = sorted(measured[1:], key=lambda m: -m[0])[:3]
+            slow = sorted(zip(measured[1:], cpu_phases[1:]),
+                          key=lambda m: -m[0][0])[:3]
             entry['slowest'] = [
-                dict({n: _ms(v) for n, v in p.items()}, total=_ms(t))
-                for t, p in slow]
+                dict({n: _ms(v) for n, v in list(p.items()) +
+                      list(c.items())}, total=_ms(t))
+                for (t, p), c in slow]
             sizes.append(entry)
             print(json.dumps(entry, sort_keys=True), file=sys.stderr)
         RESULT['sizes'] = sizes
