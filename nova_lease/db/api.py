@@ -1267,11 +1267,11 @@ def span_lookback(span_class):
     return datetime.timedelta(hours=2 ** span_class) + _SPAN_MARGIN
 
 
-def _window_statement(by_host):
-    """Allocations overlapping [:start, :end) of live reservations: one
-    index range per span class (per host of the expanding :hosts with
-    ``by_host``); class k's lower bound is :lb<k>. Built once (see
-    window_allocation_rows).
+def _window_statement(by_host, live):
+    """Allocations overlapping [:start, :end): one index range per span
+    class (per host of the expanding :hosts with ``by_host``); class k's
+    lower bound is :lb<k>. With ``live``, only those of live reservations
+    of leases not ended at :now. Built once (see window_allocation_rows).
     """
     alloc = ALLOCATIONS
     ranges = []
@@ -1284,26 +1284,27 @@ def _window_statement(by_host):
             terms.insert(0, alloc.c.host.in_(
                 sa.bindparam('hosts', expanding=True)))
         ranges.append(sa.and_(*terms))
-    now = sa.bindparam('now')
-    return (sa.select(alloc.c.id, alloc.c.reservation_id, alloc.c.host,
-                      alloc.c.start_date, alloc.c.end_date, alloc.c.vcpus,
-                      alloc.c.memory_mb, alloc.c.disk_gb, alloc.c.whole_host)
-            .select_from(alloc.join(RESERVATIONS).join(LEASES))
-            .where(sa.or_(*ranges),
-                   alloc.c.end_date > sa.bindparam('start'),
-                   RESERVATIONS.c.status.not_in(sa.bindparam(
-                       'dead_reservations', expanding=True)),
-                   LEASES.c.status.not_in(sa.bindparam(
-                       'dead_leases', expanding=True)),
-                   LEASES.c.end_date > now))
+    stmt = sa.select(alloc.c.id, alloc.c.reservation_id, alloc.c.host,
+                     alloc.c.start_date, alloc.c.end_date, alloc.c.vcpus,
+                     alloc.c.memory_mb, alloc.c.disk_gb, alloc.c.whole_host)
+    where = [sa.or_(*ranges), alloc.c.end_date > sa.bindparam('start')]
+    if live:
+        stmt = stmt.select_from(alloc.join(RESERVATIONS).join(LEASES))
+        where += [
+            RESERVATIONS.c.status.not_in(sa.bindparam(
+                'dead_reservations', expanding=True)),
+            LEASES.c.status.not_in(sa.bindparam('dead_leases',
+                                                expanding=True)),
+            LEASES.c.end_date > sa.bindparam('now')]
+    return stmt.where(*where)
 
 
-_WINDOW = _window_statement(False)
-_WINDOW_BY_HOST = _window_statement(True)
+_WINDOW = {(by_host, live): _window_statement(by_host, live)
+           for by_host in (False, True) for live in (False, True)}
 
 
 def window_allocation_rows(db, now, dead_reservations, dead_leases, start,
-                           end, hosts=None):
+                           end, hosts=None, live=True):
     """Allocations overlapping [start, end) of live reservations of leases
     not ended at ``now`` (see live_allocation_rows), on ``hosts``
     (hypervisor hostnames) or every host, in the caller's transaction.
@@ -1311,21 +1312,25 @@ def window_allocation_rows(db, now, dead_reservations, dead_leases, start,
     Rows ``(id, reservation_id, host, start_date, end_date, vcpus,
     memory_mb, disk_gb, whole_host)``. Reads only the allocations that
     start within their class's bound before ``start``: the cost follows
-    the allocations near the window, not the table's size.
+    the allocations near the window, not the table's size. With ``live``
+    False, the allocations of reservations and leases that hold nothing
+    any more are read too (a superset: what a plan may start from), from
+    the covering index alone, without reading their reservation and lease.
     """
     start, end = _naive_utc(start), _naive_utc(end)
-    params = {'start': start, 'end': end, 'now': _naive_utc(now),
-              'dead_reservations': list(dead_reservations),
-              'dead_leases': list(dead_leases)}
+    params = {'start': start, 'end': end}
+    if live:
+        params.update(now=_naive_utc(now),
+                      dead_reservations=list(dead_reservations),
+                      dead_leases=list(dead_leases))
     for k in range(models.SPAN_CLASSES):
         params['lb%d' % k] = start - span_lookback(k)
-    statement = _WINDOW
     if hosts is not None:
         hosts = sorted(set(hosts))
         if not hosts:
             return []
         params['hosts'] = hosts
-        statement = _WINDOW_BY_HOST
+    statement = _WINDOW[hosts is not None, bool(live)]
     with _reading(db) as session:
         return [tuple(row) for row in session.execute(statement, params)]
 

@@ -24,8 +24,11 @@ that its cost does not grow with the reservations elsewhere in time
    such a host goes back to the free pool when its host lease ends) and
    every host of the free pool aggregate. Instance leases never get a
    promise on those;
-2. the live allocations overlapping ``[start, end)`` (index range scans,
-   see ``db_api.window_allocation_rows``) and the running leased servers
+2. the allocations overlapping ``[start, end)`` (index range scans, see
+   ``db_api.window_allocation_rows``; from a covering index alone, those
+   of reservations that hold nothing any more included, so the plan can
+   only see hosts fuller than they are; a plan that finds nothing is made
+   again with the live ones only) and the running leased servers
    (the instance reservations linked to a server; where they run comes
    from Nova), whose capacity comes back at their lease's end;
 3. a host per instance with the capacity calendar: among the hosts where
@@ -455,6 +458,15 @@ class _Admission(object):
                 (calendar._to_us(until),) + tuple(size[:3]))
         return out
 
+    def _window(self, live):
+        """{host: [Item]} of the allocations overlapping the window."""
+        items_of = collections.defaultdict(list)
+        for item in _items(db_api.window_allocation_rows(
+                self.session, self.now, DEAD_RESERVATIONS, DEAD_LEASES,
+                self.start, self.end, live=live)):
+            items_of[item.host].append(item)
+        return items_of
+
     def _loads(self, hosts, verified, leased):
         loads = fit.Loads()
         for host in hosts:
@@ -475,11 +487,13 @@ class _Admission(object):
         session, start, end = self.session, self.start, self.end
         registered = _registered(session)
         compute, cached = self.inventory.compute_hosts()
-        items_of = collections.defaultdict(list)
-        for item in _items(db_api.window_allocation_rows(
-                session, self.now, DEAD_RESERVATIONS, DEAD_LEASES, start,
-                end)):
-            items_of[item.host].append(item)
+        # The plan starts from every allocation of the window, those of
+        # reservations that hold nothing any more included (read from an
+        # index alone): it can only find hosts fuller than they are. The
+        # chosen hosts are read again exactly below; a plan that finds
+        # no host is made again with the exact allocations.
+        items_of = self._window(live=False)
+        exact = False
         leased = self._leased()
         verified = {}
         excluded = set()
@@ -504,6 +518,9 @@ class _Admission(object):
             items = [i for h in candidates for i in items_of.get(h.name, ())]
             hosts = _plan(items, loads, self.demand, self.count, start, end)
             if hosts is None:
+                if not exact:
+                    items_of, exact = self._window(live=True), True
+                    continue
                 if cached:
                     # The plan used a copy of Nova's usage: look again
                     # before saying no.

@@ -95,6 +95,18 @@ class _AdmissionTests(object):
                         hosts=('host3', 'host1'))
         self.assertIn(c[0]['host'], ('host1', 'host2'))
 
+    def test_promises_that_hold_nothing_do_not_block(self):
+        a = self._admit(NOW + 2 * HOUR, NOW + 4 * HOUR, name='a')
+        self._admit(NOW + 2 * HOUR, NOW + 4 * HOUR, name='b')
+        self.assertRaises(admission.NoCapacity, self._admit,
+                          NOW + 3 * HOUR, NOW + 5 * HOUR)
+        # Lease a ends early (its allocation stays, it holds nothing): its
+        # host takes the next one.
+        [lease] = [x for x in api.lease_list(self.db) if x['name'] == 'a']
+        api.lease_update(self.db, lease['id'], {'status': 'TERMINATED'})
+        c = self._admit(NOW + 3 * HOUR, NOW + 5 * HOUR, name='c')
+        self.assertEqual(a[0]['host'], c[0]['host'])
+
     def test_ten_parallel_requests_for_the_last_slot(self):
         self._admit(NOW + 2 * HOUR, NOW + 4 * HOUR)
 
@@ -251,7 +263,8 @@ class _WindowReadTests(object):
         self._lease(NOW, NOW + 1000 * HOUR, [
             {'host': 'host0', 'start_date': NOW + HOUR,
              'end_date': NOW + 2 * HOUR}], status='ERROR')
-        live = {a['id']: a for a in api.allocation_list(self.db)
+        every = {a['id']: a for a in api.allocation_list(self.db)}
+        live = {i: a for i, a in every.items()
                 if a['end_date'] - a['start_date'] in lengths}
         for _n in range(60):
             s = NOW + datetime.timedelta(
@@ -268,6 +281,16 @@ class _WindowReadTests(object):
                     admission.DEAD_LEASES, s, e, hosts=hosts)
             self.assertEqual(expected, sorted(r[0] for r in rows),
                              (s, e, hosts))
+            # Without the liveness join: every allocation of the window.
+            with self.db.reader() as session:
+                rows = api.window_allocation_rows(
+                    session, NOW, admission.DEAD_RESERVATIONS,
+                    admission.DEAD_LEASES, s, e, hosts=hosts, live=False)
+            self.assertEqual(sorted(
+                i for i, a in every.items()
+                if a['start_date'] < e and a['end_date'] > s and
+                (hosts is None or a['host'] in hosts)),
+                sorted(r[0] for r in rows), (s, e, hosts))
 
     def test_span_class_follows_date_changes(self):
         lease = self._lease(NOW, NOW + 10000 * HOUR, [
