@@ -281,6 +281,10 @@ class _WindowReadTests(object):
                     admission.DEAD_LEASES, s, e, hosts=hosts)
             self.assertEqual(expected, sorted(r[0] for r in rows),
                              (s, e, hosts))
+            self.assertEqual(
+                sorted((i, live[i]['host'], live[i]['start_date'],
+                        live[i]['end_date']) for i in expected),
+                sorted((r[0], r[2], r[3], r[4]) for r in rows))
             # Without the liveness join: every allocation of the window.
             with self.db.reader() as session:
                 rows = api.window_allocation_rows(
