@@ -68,6 +68,7 @@ from nova_lease.api_ext import deferred
 from nova_lease.api_ext import nova_hosts
 from nova_lease import conf as lease_conf
 from nova_lease.db import api as db_api
+from nova_lease import enforcement
 from nova_lease import exception
 from nova_lease import hosts
 from nova_lease import params as lease_params
@@ -380,6 +381,10 @@ def create_lease(req, ctx):
     params, raw_reservations = lease_params.parse_lease_body(
         body, now, _max_duration())
     requests = _host_requests(raw_reservations)
+    # Usage limits ([nova_lease_enforcement]): 403 naming them.
+    enforcement.check_host_lease(CONF, _db(), ctx.project_id, params.start,
+                                 params.end, sum(r.max for _f, r in requests),
+                                 now)
     before_end = params.effective_before_end(
         _opts().minutes_before_end_lease)
     values = {
@@ -549,6 +554,13 @@ def _update_lease_tx(db, lease, body, now):
                     'unsupported', "the dates of a lease with %s "
                     "reservations cannot be changed yet" % ', '.join(others))
             start, end, before_end = _new_window(current, body, now)
+            if start != current['start_date'] or end > current['end_date']:
+                # Usage limits ([nova_lease_enforcement]): 403 naming them.
+                enforcement.check_host_lease(
+                    CONF, session, current['project_id'], start, end,
+                    len({a['host'] for a in db_api.allocation_list(
+                        session, lease_id=current['id'])}), now,
+                    lease_id=current['id'])
             if current['status'] == _L.PENDING:
                 hosts.move_host_lease(session, current, start, end,
                                       cleaning)

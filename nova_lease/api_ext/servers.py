@@ -76,6 +76,7 @@ from oslo_serialization import jsonutils
 from oslo_utils import timeutils
 import webob.exc
 
+from nova_lease import enforcement
 from nova_lease import exception
 from nova_lease import leases
 from nova_lease import notifications
@@ -399,11 +400,30 @@ class ServerCreate(object):
             flavor_id, flavor = self._flavor(ctx, server.get('flavorRef'))
         except exception.Invalid as e:
             return _fault(webob.exc.HTTPBadRequest, str(e))
+        refused = self._over_limits(ctx, request, flavor, count, now)
+        if refused is not None:
+            return refused
         if not request.params.start_now:
             return self._defer(req, ctx, body, request, flavor_id, flavor,
                                count, now)
         return self._boot(req, ctx, body, server, request, flavor_id,
                           flavor, count, now)
+
+    def _over_limits(self, ctx, request, flavor, count, now):
+        """A 403 naming the usage limit the lease would pass, or None.
+
+        The limits are ``[nova_lease_enforcement]``'s; default leases are
+        the operator's own and not checked.
+        """
+        if request.default:
+            return None
+        try:
+            enforcement.check_instance_lease(
+                self.conf, self.db, ctx.project_id, request.params.start,
+                request.params.end, flavor, count, now)
+        except enforcement.LimitExceeded as e:
+            return _fault(webob.exc.HTTPForbidden, str(e))
+        return None
 
     def _defer(self, req, ctx, body, request, flavor_id, sizes, count, now):
         """A future lease: record it with its boot requests; build nothing.

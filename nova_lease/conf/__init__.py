@@ -23,9 +23,10 @@ import os
 from oslo_config import cfg
 
 from nova_lease.conf import auth
+from nova_lease.conf import enforcement
 from nova_lease.conf import lease
 
-_MODULES = (lease, auth)
+_MODULES = (lease, auth, enforcement)
 
 
 def register_opts(conf):

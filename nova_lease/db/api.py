@@ -467,6 +467,12 @@ def _new_row(table, kind, values):
     return row
 
 
+def _written(table):
+    """The columns of ``table`` that writers set (not the computed ones).
+    """
+    return [column for column in table.c if column.computed is None]
+
+
 def _complete(table, row, now):
     """``row`` with every column: absent ones get their default.
 
@@ -474,7 +480,7 @@ def _complete(table, row, now):
     models' defaults are Python-side scalars, or _utcnow for created_at.
     """
     full = {}
-    for column in table.c:
+    for column in _written(table):
         key = column.key
         if key in row:
             full[key] = row[key]
@@ -557,7 +563,17 @@ def _prepare_allocation(values, reservation_id=None):
     values = dict(values)
     if reservation_id is not None:
         values['reservation_id'] = reservation_id
-    return _clean(ALLOCATIONS, 'allocation', values)
+    return _clean(ALLOCATIONS, 'allocation', values,
+                  read_only=_ALLOCATION_READ_ONLY)
+
+
+#: Allocation columns no writer sets: the key, and what the database
+#: computes (span_class, see nova_lease.db.models).
+_ALLOCATION_READ_ONLY = ('id',) + tuple(
+    column.key for column in ALLOCATIONS.c if column.computed is not None)
+#: What an allocation dict holds (span_class is for queries only).
+_ALLOCATION_COLUMNS = tuple(column for column in ALLOCATIONS.c
+                            if column.computed is None)
 
 
 # -- statements on the DBAPI cursor -------------------------------------------
@@ -708,7 +724,7 @@ _FAST_INSERTS = {table: _Prepared(sa.insert(table))
 # (Without the id column: PostgreSQL refuses a NULL for its sequence.)
 _FAST_ALLOCATION_INSERT = _Prepared(sa.insert(ALLOCATIONS).values({
     column.key: sa.bindparam('b_' + column.key)
-    for column in ALLOCATIONS.c if column.key != 'id'}))
+    for column in _ALLOCATION_COLUMNS if column.key != 'id'}))
 
 
 def lease_create(db, lease_values, reservations=(), events=(),
@@ -1213,7 +1229,7 @@ def allocation_create(db, values):
 
 
 def _allocation_get(session, allocation_id):
-    row = session.execute(sa.select(ALLOCATIONS).where(
+    row = session.execute(sa.select(*_ALLOCATION_COLUMNS).where(
         ALLOCATIONS.c.id == allocation_id)).mappings().first()
     if row is None:
         raise AllocationNotFound(allocation_id=allocation_id)
@@ -1269,6 +1285,215 @@ def live_reservation_rows(db, now, dead_reservations, dead_leases):
             .where(_live(now, dead_reservations, dead_leases)))
     with _reading(db) as session:
         yield from session.execute(stmt)
+
+
+# -- admission's windowed reads ----------------------------------------------
+#
+# Admission control (nova_lease.scheduler.admission) reads, inside the
+# writer transaction that records a lease, only what the lease's window
+# and its candidate hosts need: the allocations overlapping the window
+# (index range scans by span_class, see nova_lease.db.models), and the
+# instance reservations linked to a server (the running leased servers).
+# Neither grows with the reservations far from the window in time.
+
+#: Added to each class's bound: the database rounds lengths to seconds.
+_SPAN_MARGIN = datetime.timedelta(minutes=1)
+
+
+def span_lookback(span_class):
+    """How long before a window an allocation of ``span_class`` may
+    start and still overlap it; None when unbounded.
+    """
+    if span_class >= models.SPAN_CLASSES:
+        return None
+    return datetime.timedelta(hours=2 ** span_class) + _SPAN_MARGIN
+
+
+def _window_statement(by_host, live, micros=False):
+    """Allocations overlapping [:start, :end): one index range per span
+    class (per host of the expanding :hosts with ``by_host``); class k's
+    lower bound is :lb<k>. With ``live``, only those of live reservations
+    of leases not ended at :now. With ``micros``, the dates come as
+    microseconds since the epoch (MySQL: its client decodes a DATETIME
+    several times slower than an integer). Built once (see
+    window_allocation_rows).
+    """
+    alloc = ALLOCATIONS
+    ranges = []
+    for k in range(models.SPAN_CLASSES + 1):
+        terms = [alloc.c.span_class == k,
+                 alloc.c.start_date < sa.bindparam('end')]
+        if span_lookback(k) is not None:
+            terms.append(alloc.c.start_date > sa.bindparam('lb%d' % k))
+        if by_host:
+            terms.insert(0, alloc.c.host.in_(
+                sa.bindparam('hosts', expanding=True)))
+        ranges.append(sa.and_(*terms))
+    dates = [alloc.c.start_date, alloc.c.end_date]
+    if micros:
+        dates = [sa.func.timestampdiff(sa.literal_column('MICROSECOND'),
+                                       sa.literal_column("'1970-01-01'"),
+                                       date) for date in dates]
+    stmt = sa.select(alloc.c.id, alloc.c.reservation_id, alloc.c.host,
+                     *dates, alloc.c.vcpus, alloc.c.memory_mb,
+                     alloc.c.disk_gb, alloc.c.whole_host)
+    where = [sa.or_(*ranges), alloc.c.end_date > sa.bindparam('start')]
+    if live:
+        stmt = stmt.select_from(alloc.join(RESERVATIONS).join(LEASES))
+        where += [
+            RESERVATIONS.c.status.not_in(sa.bindparam(
+                'dead_reservations', expanding=True)),
+            LEASES.c.status.not_in(sa.bindparam('dead_leases',
+                                                expanding=True)),
+            LEASES.c.end_date > sa.bindparam('now')]
+    return stmt.where(*where)
+
+
+_WINDOW = {(by_host, live, micros): _window_statement(by_host, live, micros)
+           for by_host in (False, True) for live in (False, True)
+           for micros in (False, True)}
+_EPOCH = datetime.datetime(1970, 1, 1)
+
+
+def _from_micros(row):
+    return row[:3] + (
+        _EPOCH + datetime.timedelta(microseconds=row[3]),
+        _EPOCH + datetime.timedelta(microseconds=row[4])) + row[5:]
+
+
+def window_allocation_rows(db, now, dead_reservations, dead_leases, start,
+                           end, hosts=None, live=True):
+    """Allocations overlapping [start, end) of live reservations of leases
+    not ended at ``now`` (see live_allocation_rows), on ``hosts``
+    (hypervisor hostnames) or every host, in the caller's transaction.
+
+    Rows ``(id, reservation_id, host, start_date, end_date, vcpus,
+    memory_mb, disk_gb, whole_host)``. Reads only the allocations that
+    start within their class's bound before ``start``: the cost follows
+    the allocations near the window, not the table's size. With ``live``
+    False, the allocations of reservations and leases that hold nothing
+    any more are read too (a superset: what a plan may start from), from
+    the covering index alone, without reading their reservation and lease.
+    """
+    start, end = _naive_utc(start), _naive_utc(end)
+    params = {'start': start, 'end': end}
+    if live:
+        params.update(now=_naive_utc(now),
+                      dead_reservations=list(dead_reservations),
+                      dead_leases=list(dead_leases))
+    for k in range(models.SPAN_CLASSES):
+        params['lb%d' % k] = start - span_lookback(k)
+    if hosts is not None:
+        hosts = sorted(set(hosts))
+        if not hosts:
+            return []
+        params['hosts'] = hosts
+    with _reading(db) as session:
+        micros = _connection_of(session).dialect.name == 'mysql'
+        statement = _WINDOW[hosts is not None, bool(live), micros]
+        rows = [tuple(row) for row in session.execute(statement, params)]
+    if micros:
+        rows = [_from_micros(row) for row in rows]
+    return rows
+
+
+def linked_instance_rows(db, now, live_statuses, dead_leases):
+    """The instance reservations linked to a server, of leases not ended
+    at ``now``, in the caller's transaction.
+
+    ``live_statuses``: the reservation statuses that count (pending,
+    active). Rows ``(reservation id, server uuid, properties (JSON text),
+    lease_id, lease start_date, lease end_date, lease status, host of
+    its allocation holding ``now`` or None)``. Their number is that of
+    the servers leased now (and of those created before their lease's
+    start), whatever the number of future reservations.
+    """
+    res, alloc = RESERVATIONS, ALLOCATIONS
+    now = _naive_utc(now)
+    stmt = (sa.select(res.c.id, res.c.resource_id, res.c.properties,
+                      LEASES.c.id, LEASES.c.start_date, LEASES.c.end_date,
+                      LEASES.c.status, alloc.c.host)
+            .select_from(res.join(LEASES).outerjoin(alloc, sa.and_(
+                alloc.c.reservation_id == res.c.id,
+                alloc.c.start_date <= now, alloc.c.end_date > now)))
+            .where(res.c.status.in_(sorted(live_statuses)),
+                   res.c.resource_id.is_not(None),
+                   res.c.resource_type == 'virtual:instance',
+                   LEASES.c.status.not_in(sorted(dead_leases)),
+                   LEASES.c.end_date > now))
+    with _reading(db) as session:
+        return [tuple(row) for row in session.execute(stmt)]
+
+
+def registered_hostnames(db, hostnames=None):
+    """{hypervisor hostname: service host} of the registered hosts (the
+    ``hosts`` table, whatever their reservable flag), or of those among
+    ``hostnames``.
+    """
+    stmt = sa.select(HOSTS.c.hypervisor_hostname, HOSTS.c.service_host)
+    if hostnames is not None:
+        hostnames = sorted(set(hostnames))
+        if not hostnames:
+            return {}
+        stmt = stmt.where(HOSTS.c.hypervisor_hostname.in_(hostnames))
+    with _reading(db) as session:
+        return {name: service for name, service in session.execute(stmt)}
+
+
+# -- usage enforcement's reads ----------------------------------------------
+
+def project_live_lease_count(db, project_id, now, dead_leases):
+    """How many leases of ``project_id`` have not ended at ``now`` (status
+    not in ``dead_leases``, end after now).
+    """
+    stmt = (sa.select(sa.func.count()).select_from(LEASES)
+            .where(LEASES.c.project_id == project_id,
+                   LEASES.c.status.not_in(sorted(dead_leases)),
+                   LEASES.c.end_date > _naive_utc(now)))
+    with _reading(db) as session:
+        return session.execute(stmt).scalar() or 0
+
+
+def project_instance_rows(db, project_id, now, dead_reservations,
+                          dead_leases, start, end):
+    """The live instance reservations of ``project_id``'s leases that
+    overlap [start, end) and have not ended at ``now``.
+
+    Rows ``(lease id, lease start_date, lease end_date, properties (JSON
+    text))``.
+    """
+    res = RESERVATIONS
+    stmt = (sa.select(LEASES.c.id, LEASES.c.start_date, LEASES.c.end_date,
+                      res.c.properties)
+            .select_from(res.join(LEASES))
+            .where(LEASES.c.project_id == project_id,
+                   res.c.resource_type == 'virtual:instance',
+                   _live(now, dead_reservations, dead_leases),
+                   LEASES.c.start_date < _naive_utc(end),
+                   LEASES.c.end_date > _naive_utc(start)))
+    with _reading(db) as session:
+        return [tuple(row) for row in session.execute(stmt)]
+
+
+def project_host_rows(db, project_id, now, dead_reservations, dead_leases,
+                      start, end):
+    """The host allocations of ``project_id``'s live host reservations
+    that overlap [start, end).
+
+    Rows ``(lease id, host, start_date, end_date)`` (as booked, cleaning
+    time included).
+    """
+    alloc = ALLOCATIONS
+    stmt = (sa.select(LEASES.c.id, alloc.c.host, alloc.c.start_date,
+                      alloc.c.end_date)
+            .select_from(alloc.join(RESERVATIONS).join(LEASES))
+            .where(LEASES.c.project_id == project_id,
+                   alloc.c.whole_host.is_(True),
+                   _live(now, dead_reservations, dead_leases),
+                   alloc.c.start_date < _naive_utc(end),
+                   alloc.c.end_date > _naive_utc(start)))
+    with _reading(db) as session:
+        return [tuple(row) for row in session.execute(stmt)]
 
 
 def _allocation_reservation(session, allocation_id):
@@ -1435,7 +1660,7 @@ def allocation_list(db, hosts=None, start=None, end=None,
     An allocation [s, e) overlaps when s < end and e > start; a missing
     bound is unbounded. hosts: a list of hypervisor hostnames.
     """
-    stmt = sa.select(ALLOCATIONS)
+    stmt = sa.select(*_ALLOCATION_COLUMNS)
     hosts = _as_list(hosts)
     if hosts is not None:
         stmt = stmt.where(ALLOCATIONS.c.host.in_(hosts))
@@ -1504,7 +1729,8 @@ def allocation_busy(session, hosts, start, end, fingerprint=False):
 
 def allocation_update(db, allocation_id, values):
     """Update an allocation; its dict. Raises AllocationNotFound."""
-    values = _clean(ALLOCATIONS, 'allocation', values)
+    values = _clean(ALLOCATIONS, 'allocation', values,
+                    read_only=_ALLOCATION_READ_ONLY)
     with _writing(db) as session:
         if values:
             old = _allocation_reservation(session, allocation_id)

@@ -29,7 +29,9 @@ import typing
 from oslo_utils import timeutils
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
+from sqlalchemy.ext import compiler as sa_compiler
 from sqlalchemy import orm
+from sqlalchemy.sql import expression as sa_expression
 
 # Naive UTC datetime with microseconds on every backend.
 DateTime = sa.DateTime().with_variant(mysql.DATETIME(fsp=6), 'mysql')
@@ -114,6 +116,10 @@ class Reservation(TimestampMixin, Base):
     __table_args__ = (
         sa.Index('ix_reservations_lease_id', 'lease_id'),
         sa.Index('ix_reservations_resource_id', 'resource_id'),
+        # The instance reservations linked to a server, among the live
+        # statuses (admission's running leased servers).
+        sa.Index('ix_reservations_status_resource_id', 'status',
+                 'resource_id'),
         MYSQL_TABLE_ARGS,
     )
 
@@ -180,6 +186,64 @@ class Event(TimestampMixin, Base):
     lease: orm.Mapped[Lease] = orm.relationship(back_populates='events')
 
 
+# -- the length class of an allocation ---------------------------------------
+#
+# An interval query ("every allocation overlapping [start, end)") on an
+# index of start dates scans every allocation that starts before ``end``,
+# however long ago: the whole history. With a bound on the length of the
+# allocations it reads, it needs only those starting after ``start -
+# bound``. ``span_class`` is that bound, per row: the smallest k with
+# length <= 2**k hours (0 for an hour or less), SPAN_CLASSES for longer
+# than 2**(SPAN_CLASSES - 1) hours. A query reads, for each class k, the
+# allocations of class k that start in (start - 2**k hours, end): index
+# range scans that never reach the allocations far from the window
+# (nova_lease.db.api.window_allocation_rows). The database computes it (a
+# generated column), so no writer can get it wrong.
+
+#: Classes 0..SPAN_CLASSES - 1 have a bound; class SPAN_CLASSES (over
+#: 2**16 hours, 7.5 years) has none.
+SPAN_CLASSES = 17
+
+
+class _Seconds(sa_expression.ColumnElement):
+    """Whole seconds from ``start`` to ``end`` (DATETIME columns)."""
+
+    inherit_cache = True
+    type = sa.BigInteger()
+
+    def __init__(self, start, end):
+        self.start = start
+        self.end = end
+
+
+@sa_compiler.compiles(_Seconds)
+def _seconds_sqlite(element, compiler, **kw):
+    return ('CAST((julianday(%s) - julianday(%s)) * 86400 AS INTEGER)' % (
+        compiler.process(element.end, **kw),
+        compiler.process(element.start, **kw)))
+
+
+@sa_compiler.compiles(_Seconds, 'mysql')
+def _seconds_mysql(element, compiler, **kw):
+    return 'TIMESTAMPDIFF(SECOND, %s, %s)' % (
+        compiler.process(element.start, **kw),
+        compiler.process(element.end, **kw))
+
+
+@sa_compiler.compiles(_Seconds, 'postgresql')
+def _seconds_postgresql(element, compiler, **kw):
+    return 'CAST(EXTRACT(EPOCH FROM (%s - %s)) AS BIGINT)' % (
+        compiler.process(element.end, **kw),
+        compiler.process(element.start, **kw))
+
+
+def span_class_expression(start, end):
+    """The SQL expression of span_class (see above) of [start, end)."""
+    seconds = _Seconds(start, end)
+    return sa.case(*[(seconds <= 3600 * 2 ** k, k)
+                     for k in range(SPAN_CLASSES)], else_=SPAN_CLASSES)
+
+
 class Allocation(Base):
     """Capacity a reservation holds on one host over [start, end).
 
@@ -194,6 +258,14 @@ class Allocation(Base):
         sa.Index('ix_allocations_start_date_end_date',
                  'start_date', 'end_date'),
         sa.Index('ix_allocations_reservation_id', 'reservation_id'),
+        # Window queries (see span_class_expression), for every host (a
+        # covering index: read from the index alone) and for a few hosts.
+        sa.Index('ix_allocations_span_class_covering',
+                 'span_class', 'start_date', 'end_date', 'host',
+                 'reservation_id', 'vcpus', 'memory_mb', 'disk_gb',
+                 'whole_host'),
+        sa.Index('ix_allocations_host_span_class_start_date',
+                 'host', 'span_class', 'start_date'),
         MYSQL_TABLE_ARGS,
     )
 
@@ -219,6 +291,11 @@ class Allocation(Base):
         sa.Integer, nullable=False, default=0)
     whole_host: orm.Mapped[bool] = orm.mapped_column(
         sa.Boolean, nullable=False, default=False)
+    # Computed by the database from the dates (never written).
+    span_class: orm.Mapped[typing.Optional[int]] = orm.mapped_column(
+        sa.SmallInteger, sa.Computed(span_class_expression(
+            sa.column('start_date'), sa.column('end_date'))),
+        nullable=True)
 
     reservation: orm.Mapped[Reservation] = orm.relationship(
         back_populates='allocations')

@@ -33,6 +33,7 @@ from sqlalchemy import exc as sqla_exc
 from nova_lease import conf as lease_conf
 from nova_lease.db import api as db_api
 from nova_lease.db import migration
+from nova_lease.scheduler import admission
 # Nova loads LeaseFilter from its configuration inside a fixture that
 # forbids os.uname(), which numpy (used by the capacity calendar) calls
 # when it is first imported: import it before any test starts.
@@ -167,6 +168,8 @@ class LeaseFunctionalBase(integrated_helpers._IntegratedTestBase):
         """
         migration.create_schema(self.lease_db_url)
         self.addCleanup(db_api.reset_databases)
+        # Admission's copy of the compute nodes is of this test's Nova.
+        self.addCleanup(admission.reset)
 
     def _setup_compute_service(self):
         first = None

@@ -18,6 +18,7 @@ MariaDB/MySQL and PostgreSQL, never promise a host twice.
 """
 
 import datetime
+import random
 
 from oslo_config import cfg
 from oslo_utils import timeutils
@@ -26,7 +27,6 @@ from nova_lease import calendar
 from nova_lease import conf as lease_conf
 from nova_lease.db import api
 from nova_lease.scheduler import admission
-from nova_lease.scheduler import fit
 from nova_lease.scheduler import snapshot
 from nova_lease.scheduler import view
 from tests.functional.db import base
@@ -37,15 +37,26 @@ HOUR = datetime.timedelta(hours=1)
 FLAVOR = {'vcpus': 4, 'memory_mb': 512, 'disk_gb': 1}
 
 
-class StaticInventory(object):
-    """Hosts of 4 vcpus, nothing running."""
+class StaticInventory(admission.Inventory):
+    """Hosts of 4 vcpus, nothing running (placement agrees)."""
+
+    CAPACITY = calendar.HostCapacity(4, 8192, 100)
 
     def __init__(self, hosts):
         self.hosts = hosts
 
-    def host_loads(self, snap, now):
-        return [fit.HostLoad(h, calendar.HostCapacity(4, 8192, 100),
-                             (0, 0, 0), ()) for h in self.hosts]
+    def compute_hosts(self, fresh=False):
+        return [admission.ComputeHost(h, h, 'uuid-' + h, self.CAPACITY,
+                                      (0, 0, 0)) for h in self.hosts], False
+
+    def leased_servers(self, uuids):
+        return {}
+
+    def placement_usage(self, hosts):
+        return {h.name: (0, 0, 0) for h in hosts}
+
+    def freepool_members(self, service_hosts):
+        return set()
 
 
 class _AdmissionTests(object):
@@ -83,6 +94,18 @@ class _AdmissionTests(object):
         c = self._admit(NOW + HOUR, NOW + 2 * HOUR,
                         hosts=('host3', 'host1'))
         self.assertIn(c[0]['host'], ('host1', 'host2'))
+
+    def test_promises_that_hold_nothing_do_not_block(self):
+        a = self._admit(NOW + 2 * HOUR, NOW + 4 * HOUR, name='a')
+        self._admit(NOW + 2 * HOUR, NOW + 4 * HOUR, name='b')
+        self.assertRaises(admission.NoCapacity, self._admit,
+                          NOW + 3 * HOUR, NOW + 5 * HOUR)
+        # Lease a ends early (its allocation stays, it holds nothing): its
+        # host takes the next one.
+        [lease] = [x for x in api.lease_list(self.db) if x['name'] == 'a']
+        api.lease_update(self.db, lease['id'], {'status': 'TERMINATED'})
+        c = self._admit(NOW + 3 * HOUR, NOW + 5 * HOUR, name='c')
+        self.assertEqual(a[0]['host'], c[0]['host'])
 
     def test_ten_parallel_requests_for_the_last_slot(self):
         self._admit(NOW + 2 * HOUR, NOW + 4 * HOUR)
@@ -204,6 +227,133 @@ class _AdmissionTests(object):
                          (res.id, hosts, res.size.vcpus))
         self.assertEqual((None, ()),
                          view.lookup_server(self.conf, 'srv', NOW + HOUR))
+
+
+class _WindowReadTests(object):
+    """The windowed reads admission makes, against brute force."""
+
+    def _lease(self, start, end, allocations=(), status='PENDING',
+               resource_id=None, res_status='pending'):
+        return api.lease_create(self.db, {
+            'name': 'w', 'project_id': 'p', 'start_date': start,
+            'end_date': end, 'status': status}, reservations=[{
+                'resource_type': 'virtual:instance', 'status': res_status,
+                'resource_id': resource_id, 'properties': dict(FLAVOR),
+                'allocations': [dict(a, vcpus=1, memory_mb=1, disk_gb=1)
+                                for a in allocations]}])
+
+    def test_window_allocations_match_brute_force(self):
+        rng = random.Random(7)
+        second = datetime.timedelta(seconds=1)
+        lengths = [datetime.timedelta(minutes=m) for m in (1, 59, 60, 61)]
+        for k in range(0, 18):
+            hours = datetime.timedelta(hours=2 ** k)
+            lengths += [hours - second, hours, hours + second]
+        lengths.append(datetime.timedelta(days=365 * 40))
+        for n, length in enumerate(lengths):
+            start = NOW + datetime.timedelta(
+                seconds=rng.randrange(0, 3600 * 24 * 30))
+            self._lease(NOW, start + length + HOUR, [
+                {'host': 'host%d' % (n % 3), 'start_date': start,
+                 'end_date': start + length}])
+        # One whose lease is over, one of a dead lease: never counted.
+        self._lease(NOW - 2 * HOUR, NOW - HOUR, [
+            {'host': 'host0', 'start_date': NOW + HOUR,
+             'end_date': NOW + 2 * HOUR}])
+        self._lease(NOW, NOW + 1000 * HOUR, [
+            {'host': 'host0', 'start_date': NOW + HOUR,
+             'end_date': NOW + 2 * HOUR}], status='ERROR')
+        every = {a['id']: a for a in api.allocation_list(self.db)}
+        live = {i: a for i, a in every.items()
+                if a['end_date'] - a['start_date'] in lengths}
+        for _n in range(60):
+            s = NOW + datetime.timedelta(
+                seconds=rng.randrange(0, 3600 * 24 * 40))
+            e = s + datetime.timedelta(seconds=rng.randrange(1, 3600 * 72))
+            hosts = rng.choice([None, ['host1'], ['host0', 'host2']])
+            expected = sorted(
+                i for i, a in live.items()
+                if a['start_date'] < e and a['end_date'] > s and
+                (hosts is None or a['host'] in hosts))
+            with self.db.reader() as session:
+                rows = api.window_allocation_rows(
+                    session, NOW, admission.DEAD_RESERVATIONS,
+                    admission.DEAD_LEASES, s, e, hosts=hosts)
+            self.assertEqual(expected, sorted(r[0] for r in rows),
+                             (s, e, hosts))
+            self.assertEqual(
+                sorted((i, live[i]['host'], live[i]['start_date'],
+                        live[i]['end_date']) for i in expected),
+                sorted((r[0], r[2], r[3], r[4]) for r in rows))
+            # Without the liveness join: every allocation of the window.
+            with self.db.reader() as session:
+                rows = api.window_allocation_rows(
+                    session, NOW, admission.DEAD_RESERVATIONS,
+                    admission.DEAD_LEASES, s, e, hosts=hosts, live=False)
+            self.assertEqual(sorted(
+                i for i, a in every.items()
+                if a['start_date'] < e and a['end_date'] > s and
+                (hosts is None or a['host'] in hosts)),
+                sorted(r[0] for r in rows), (s, e, hosts))
+
+    def test_span_class_follows_date_changes(self):
+        lease = self._lease(NOW, NOW + 10000 * HOUR, [
+            {'host': 'host1', 'start_date': NOW + HOUR,
+             'end_date': NOW + 2 * HOUR}])
+        [alloc] = api.allocation_list(self.db, lease_id=lease['id'])
+        self.assertNotIn('span_class', alloc)
+        window = (NOW + 5000 * HOUR, NOW + 5001 * HOUR)
+
+        def found():
+            with self.db.reader() as session:
+                return [r[0] for r in api.window_allocation_rows(
+                    session, NOW, admission.DEAD_RESERVATIONS,
+                    admission.DEAD_LEASES, *window)]
+
+        self.assertEqual([], found())
+        # Stretched to cover the window: found (its class moved with it).
+        api.allocation_update(self.db, alloc['id'],
+                              {'end_date': NOW + 6000 * HOUR})
+        self.assertEqual([alloc['id']], found())
+        self.assertRaises(api.InvalidField, api.allocation_update, self.db,
+                          alloc['id'], {'span_class': 0})
+
+    def test_linked_instances_and_registered_hosts(self):
+        self._lease(NOW - HOUR, NOW + HOUR, [
+            {'host': 'host1', 'start_date': NOW - HOUR,
+             'end_date': NOW + HOUR}], status='ACTIVE', resource_id='srv1',
+            res_status='active')
+        self._lease(NOW - HOUR, NOW + 2 * HOUR, resource_id='srv2')
+        self._lease(NOW + HOUR, NOW + 2 * HOUR)         # not linked yet
+        self._lease(NOW - HOUR, NOW + HOUR, resource_id='gone',
+                    res_status='deleted')
+        self._lease(NOW - 2 * HOUR, NOW - HOUR, resource_id='over')
+        with self.db.reader() as session:
+            rows = api.linked_instance_rows(
+                session, NOW, admission.LIVE_RESERVATIONS,
+                admission.DEAD_LEASES)
+        self.assertEqual([('srv1', 'host1'), ('srv2', None)],
+                         sorted((r[1], r[7]) for r in rows))
+        self.assertEqual({}, api.registered_hostnames(self.db))
+        api.host_create(self.db, {
+            'hypervisor_hostname': 'node1', 'service_host': 'host1',
+            'vcpus': 8, 'memory_mb': 16384, 'local_gb': 100,
+            'hypervisor_type': 'fake'})
+        self.assertEqual({'node1': 'host1'},
+                         api.registered_hostnames(self.db))
+        self.assertEqual({}, api.registered_hostnames(self.db, ['node2']))
+
+
+class WindowReadSQLiteTest(_WindowReadTests, base.SQLiteTestCase):
+    pass
+
+
+class WindowReadMySQLTest(_WindowReadTests, base.MySQLTestCase):
+    pass
+
+
+class WindowReadPostgreSQLTest(_WindowReadTests, base.PostgreSQLTestCase):
+    pass
 
 
 class AdmissionSQLiteTest(_AdmissionTests, base.SQLiteTestCase):

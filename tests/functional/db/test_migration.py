@@ -11,6 +11,8 @@
 # under the License.
 """Alembic migrations: from scratch they give exactly the models' schema."""
 
+import datetime
+
 from alembic import autogenerate
 from alembic import migration as alembic_migration
 import sqlalchemy as sa
@@ -50,6 +52,35 @@ class _MigrationTests(object):
         # Upgrading an up-to-date schema is a no-op.
         migration.upgrade(db)
         self.assertEqual(migration.head(), migration.version(db))
+
+    def test_span_class_of_existing_allocations(self):
+        migration.upgrade(self.url, '9d2f4b7c1e58')
+        db = api.Database(self.url)
+        self.addCleanup(db.dispose)
+        t0 = datetime.datetime(2030, 1, 1)
+        hours = (0.5, 1, 3, 24 * 365, 24 * 365 * 100)
+        allocations = sa.table(
+            'allocations', *[sa.column(c) for c in (
+                'reservation_id', 'host', 'start_date', 'end_date',
+                'vcpus', 'memory_mb', 'disk_gb', 'whole_host')])
+        with db.connection() as conn:
+            conn.execute(models.LEASES.insert().values(
+                id='l', name='l', project_id='p', start_date=t0,
+                end_date=t0, status='PENDING', created_at=t0))
+            conn.execute(models.RESERVATIONS.insert().values(
+                id='r', lease_id='l', resource_type='virtual:instance',
+                status='pending', created_at=t0))
+            for h in hours:
+                conn.execute(allocations.insert().values(
+                    reservation_id='r', host='h', start_date=t0,
+                    end_date=t0 + datetime.timedelta(hours=h), vcpus=1,
+                    memory_mb=1, disk_gb=1, whole_host=False))
+        migration.upgrade(db)
+        with db.connection(writer=False) as conn:
+            classes = conn.execute(sa.select(models.ALLOCATIONS.c.span_class)
+                                   .order_by(models.ALLOCATIONS.c.id)
+                                   ).scalars().all()
+        self.assertEqual([0, 0, 2, 14, models.SPAN_CLASSES], classes)
 
     def test_stamp(self):
         migration.stamp(self.url, 'head')

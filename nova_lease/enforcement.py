@@ -1,0 +1,226 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""Usage enforcement: what one project may lease.
+
+Blazar checks leases against its ``[enforcement]`` filters when they are
+created and updated (its MaxLeaseDurationFilter is our ``[nova_lease]
+max_lease_duration``, checked with the lease's dates). The limits here
+are the ``[nova_lease_enforcement]`` options (nova_lease.conf.enforcement):
+
+* ``max_start_ahead``: how far in the future a lease may start;
+* ``max_leases_per_project``: how many leases that have not ended a
+  project may hold;
+* ``max_promised_vcpus`` / ``_memory_mb`` / ``_disk_gb``: the most a
+  project's instance leases may hold at any one time;
+* ``max_promised_hosts``: the most hosts its host leases may hold at any
+  one time;
+
+except for the projects of ``exempt_projects``. A request over a limit
+raises :class:`LimitExceeded` (a 403 in Nova's fault format for a boot, in
+Blazar's error format for the lease API) naming the limit and its option;
+nothing is recorded. The checks read the side database before the lease
+is recorded, in their own transaction: two requests of one project made
+at the same instant may both pass a count or peak that only one of them
+fits in (like Nova's quota checks without their recheck).
+"""
+
+import collections
+
+from oslo_serialization import jsonutils
+
+from nova_lease.db import api as db_api
+from nova_lease import exception
+from nova_lease import params as lease_params
+from nova_lease import status
+
+GROUP = 'nova_lease_enforcement'
+
+DEAD_RESERVATIONS = (str(status.ReservationStatus.DELETED),
+                     str(status.ReservationStatus.ERROR))
+DEAD_LEASES = (str(status.LeaseStatus.TERMINATED),
+               str(status.LeaseStatus.ERROR))
+
+_RESOURCES = (('vcpus', 'max_promised_vcpus', 'vCPUs'),
+              ('memory_mb', 'max_promised_memory_mb', 'MB of RAM'),
+              ('disk_gb', 'max_promised_disk_gb', 'GB of disk'))
+
+
+class LimitExceeded(exception.Forbidden):
+    """A usage limit refuses the lease (403)."""
+
+    msg_fmt = ('%(detail)s; the limit is %(limit)s ([%(group)s] '
+               '%(option)s)')
+
+    def __init__(self, option, limit, detail):
+        self.option = option
+        super().__init__(option=option, limit=limit, detail=detail,
+                         group=GROUP)
+
+
+class BadOption(exception.NovaLeaseException):
+    """A [nova_lease_enforcement] option is invalid (500)."""
+
+    msg_fmt = 'nova_lease is misconfigured: [%(group)s] %(reason)s'
+
+
+def _opts(conf):
+    return conf[GROUP]
+
+
+def _exempt(opts, project_id):
+    return project_id in (opts.exempt_projects or ())
+
+
+def _short(when):
+    return lease_params.format_short(when)
+
+
+def check_start(opts, start, now, field):
+    """``start`` is not further ahead than max_start_ahead."""
+    try:
+        limit = lease_params.parse_duration(
+            opts.max_start_ahead, 'max_start_ahead', allow_zero=True)
+    except lease_params.LeaseParamError as e:
+        raise BadOption(group=GROUP, reason=str(e)) from None
+    if limit and start - now > limit:
+        raise LimitExceeded(
+            'max_start_ahead', lease_params.format_duration(limit),
+            "'%s' (%s) is %s from now: a lease may not start that far "
+            "ahead" % (field, _short(start),
+                       lease_params.format_duration(start - now)))
+
+
+def check_lease_count(opts, db, project_id, now):
+    """One more lease keeps the project within max_leases_per_project."""
+    limit = opts.max_leases_per_project
+    if not limit:
+        return
+    count = db_api.project_live_lease_count(db, project_id, now,
+                                            DEAD_LEASES)
+    if count + 1 > limit:
+        raise LimitExceeded(
+            'max_leases_per_project', limit,
+            'project %s already holds %d lease(s) that have not ended'
+            % (project_id, count))
+
+
+def peak(intervals, start, end):
+    """(value, time) of the highest sum of ``(s, e, value)`` intervals at
+    any instant of [start, end) (intervals are half-open); (0, start) if
+    none.
+    """
+    changes = collections.defaultdict(int)
+    for s, e, value in intervals:
+        s, e = max(s, start), min(e, end)
+        if s < e and value:
+            changes[s] += value
+            changes[e] -= value
+    best, at, level = 0, start, 0
+    for when in sorted(changes):
+        level += changes[when]
+        if level > best:
+            best, at = level, when
+    return best, at
+
+
+def _size(properties):
+    try:
+        props = jsonutils.loads(properties) if properties else {}
+    except ValueError:
+        props = {}
+    if not isinstance(props, dict):
+        props = {}
+    out = {}
+    for key, _option, _name in _RESOURCES:
+        try:
+            out[key] = int(props.get(key) or 0)
+        except (TypeError, ValueError):
+            out[key] = 0
+    return out
+
+
+def check_instances(opts, db, project_id, start, end, flavor, count, now):
+    """The project's instance leases with ``count`` servers of
+    ``flavor`` over [start, end) stay within max_promised_*.
+    """
+    limits = [(key, option, name, getattr(opts, option))
+              for key, option, name in _RESOURCES if getattr(opts, option)]
+    if not limits:
+        return
+    rows = db_api.project_instance_rows(db, project_id, now,
+                                        DEAD_RESERVATIONS, DEAD_LEASES,
+                                        start, end)
+    sizes = [(l_start, l_end, _size(props))
+             for _lid, l_start, l_end, props in rows]
+    for key, option, name, limit in limits:
+        mine = int(flavor.get(key) or 0) * count
+        if not mine:
+            continue
+        value, at = peak([(s, e, size[key]) for s, e, size in sizes] +
+                         [(start, end, mine)], start, end)
+        if value > limit:
+            raise LimitExceeded(
+                option, limit,
+                'this lease would bring the %s leased by project %s to %d '
+                'at %s' % (name, project_id, value, _short(at)))
+
+
+def check_hosts(opts, db, project_id, start, end, hosts, now,
+                lease_id=None):
+    """``hosts`` more hosts over [start, end) keep the project within
+    max_promised_hosts (``lease_id``'s own allocations not counted).
+    """
+    limit = opts.max_promised_hosts
+    if not limit or not hosts:
+        return
+    rows = db_api.project_host_rows(db, project_id, now, DEAD_RESERVATIONS,
+                                    DEAD_LEASES, start, end)
+    value, at = peak([(s, e, 1) for lid, _host, s, e in rows
+                      if lid != lease_id] + [(start, end, hosts)],
+                     start, end)
+    if value > limit:
+        raise LimitExceeded(
+            'max_promised_hosts', limit,
+            'this lease would bring the hosts leased by project %s to %d '
+            'at %s' % (project_id, value, _short(at)))
+
+
+def check_instance_lease(conf, db, project_id, start, end, flavor, count,
+                         now, field='lease_params.start'):
+    """A new instance lease (a boot with lease hints).
+
+    :param flavor: {'vcpus', 'memory_mb', 'disk_gb'} of one server.
+    :param count: how many servers it may create.
+    :raises LimitExceeded: (403).
+    """
+    opts = _opts(conf)
+    if _exempt(opts, project_id):
+        return
+    check_start(opts, start, now, field)
+    check_lease_count(opts, db, project_id, now)
+    check_instances(opts, db, project_id, start, end, flavor, count, now)
+
+
+def check_host_lease(conf, db, project_id, start, end, hosts, now,
+                     lease_id=None, field='start_date'):
+    """A new host lease (``lease_id`` None) of at most ``hosts`` hosts, or
+    new dates for lease ``lease_id`` holding ``hosts`` hosts.
+
+    :raises LimitExceeded: (403).
+    """
+    opts = _opts(conf)
+    if _exempt(opts, project_id):
+        return
+    check_start(opts, start, now, field)
+    if lease_id is None:
+        check_lease_count(opts, db, project_id, now)
+    check_hosts(opts, db, project_id, start, end, hosts, now, lease_id)

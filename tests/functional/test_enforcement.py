@@ -1,0 +1,210 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""Usage enforcement ([nova_lease_enforcement]) on the in-process Nova.
+
+Leased boots go through Nova's REST API (and python-novaclient), host
+leases through the lease API (and python-blazarclient); every refusal is
+a 403 naming the limit and its option, and leaves nothing behind.
+"""
+
+import datetime
+
+from blazarclient import client as blazar_client
+from blazarclient import exception as blazar_exc
+from novaclient import exceptions as nova_exc
+from oslo_serialization import jsonutils
+
+from nova_lease.db import api as db_api
+from tests.functional import base
+from tests.functional import test_lease_api
+
+HOUR = datetime.timedelta(hours=1)
+PREFIX = test_lease_api.PREFIX
+OTHER_PROJECT = test_lease_api.OTHER_PROJECT
+
+
+def _date(when):
+    return when.strftime('%Y-%m-%d %H:%M')
+
+
+class EnforcementTest(test_lease_api.LeaseAPIMixin,
+                      base.LeaseFunctionalBase):
+
+    COMPUTES = {'host1': (8, 16384, 200), 'host2': (8, 16384, 200)}
+    CLOCK_START = datetime.datetime(2030, 1, 1, 12, 0, 0)
+
+    def setUp(self):
+        super().setUp()
+        self.db = db_api.get_database(base.CONF)
+        self.T = self.clock.now
+
+    def _limit(self, **options):
+        self.flags(group='nova_lease_enforcement', **options)
+
+    def _boot_leased(self, start, end, api=None, count=1, status=202,
+                     flavor='1'):
+        api = api or self.api
+        params = {'name': 'l', 'start': 'now' if start is None
+                  else _date(start), 'end': _date(end)}
+        server = self._build_server(name='vm', image_uuid=self.image_id,
+                                    flavor_id=flavor, networks='none')
+        if count > 1:
+            server['min_count'] = count
+        body = {'server': server, 'os:scheduler_hints': {
+            'reserved': 'True', 'lease_params': jsonutils.dumps(params)}}
+        resp = api.api_post('/servers', body,
+                            check_response_status=[status])
+        if status == 202:
+            self._wait_settled()
+        return resp.body
+
+    def _wait_settled(self):
+        # Let every build finish (or fail) before the next request.
+        for server in self.admin_api.get_servers(
+                detail=True, search_opts={'all_tenants': 1}):
+            if server['status'] == 'BUILD':
+                self._wait_for_state_change(server, 'ACTIVE')
+
+    def _forbidden(self, body, option):
+        message = body['forbidden']['message']
+        self.assertEqual(403, body['forbidden']['code'])
+        self.assertIn('[nova_lease_enforcement] %s' % option, message)
+        return message
+
+    def _leases(self):
+        return len(db_api.lease_list(self.db))
+
+    def test_start_ahead_is_limited_by_default(self):
+        # A year ahead at most, by default: year 9999 is refused.
+        body = self._boot_leased(datetime.datetime(9999, 1, 1, 0, 0),
+                                 datetime.datetime(9999, 1, 2, 0, 0),
+                                 status=403)
+        message = self._forbidden(body, 'max_start_ahead')
+        self.assertIn("'lease_params.start' (9999-01-01 00:00)", message)
+        self.assertIn('the limit is 365d', message)
+        body = self.api.api_post(PREFIX + '/leases', self._lease_body(
+            '9999-01-01 00:00', '9999-01-02 00:00'),
+            check_response_status=[403]).body
+        self.assertEqual(403, body['error_code'])
+        self.assertIn('[nova_lease_enforcement] max_start_ahead',
+                      body['error_message'])
+        self.assertIn("'start_date'", body['error_message'])
+        self.assertEqual(0, self._leases())
+        self.assertEqual([], self.api.get_servers())
+        # Within the limit: fine; the limit is the operator's.
+        self._boot_leased(self.T + 300 * 24 * HOUR,
+                          self.T + 301 * 24 * HOUR)
+        self._limit(max_start_ahead='0')
+        self._boot_leased(self.T + 800 * 24 * HOUR,
+                          self.T + 801 * 24 * HOUR)
+        self.assertEqual(2, self._leases())
+
+    def test_leases_per_project(self):
+        self._limit(max_leases_per_project=2)
+        self._boot_leased(None, self.T + HOUR)
+        self._boot_leased(self.T + HOUR, self.T + 2 * HOUR)
+        body = self._boot_leased(self.T + 3 * HOUR, self.T + 4 * HOUR,
+                                 status=403)
+        message = self._forbidden(body, 'max_leases_per_project')
+        self.assertIn('already holds 2 lease(s)', message)
+        self._register('host1')
+        body = self._create(self._lease_body(
+            _date(self.T + HOUR), _date(self.T + 2 * HOUR)), status=403)
+        self.assertIn('max_leases_per_project', body['error_message'])
+        self.assertEqual(2, self._leases())
+        # Another project has its own count; an exempt one has none.
+        other = self._other_api()
+        other.microversion = 'latest'
+        self._boot_leased(None, self.T + HOUR, api=other)
+        self._limit(exempt_projects=[self.api.project_id])
+        self._boot_leased(self.T + 3 * HOUR, self.T + 4 * HOUR)
+        # A lease that has ended no longer counts.
+        self._limit(exempt_projects=[])
+        self.clock.advance(hours=5)
+        self._boot_leased(None, self.T + 6 * HOUR)
+
+    def test_promised_vcpus_and_ram_peak(self):
+        # Flavor 1: 1 vcpu, 512 MB.
+        self._limit(max_promised_vcpus=3, max_promised_memory_mb=2048)
+        self._boot_leased(self.T + HOUR, self.T + 3 * HOUR, count=2)
+        # Overlapping [T+2h, T+3h): 2 + 2 = 4 vcpus > 3.
+        body = self._boot_leased(self.T + 2 * HOUR, self.T + 4 * HOUR,
+                                 count=2, status=403)
+        message = self._forbidden(body, 'max_promised_vcpus')
+        self.assertIn('vCPUs leased by project %s to 4 at %s' % (
+            self.api.project_id, _date(self.T + 2 * HOUR)), message)
+        # After the first one: fine.
+        self._boot_leased(self.T + 3 * HOUR, self.T + 5 * HOUR, count=2)
+        # One more overlapping server fits the vcpus (3), not the RAM
+        # limit once flavor 2 (2048 MB) is asked for.
+        body = self._boot_leased(self.T + 4 * HOUR, self.T + 6 * HOUR,
+                                 flavor='2', status=403)
+        self._forbidden(body, 'max_promised_memory_mb')
+        self.assertEqual(2, self._leases())
+
+    def test_promised_hosts_create_and_extend(self):
+        self._limit(max_promised_hosts=1)
+        self._register('host1')
+        self._register('host2')
+        first = self._create(self._lease_body(
+            _date(self.T + HOUR), _date(self.T + 2 * HOUR), name='first'))
+        body = self._create(self._lease_body(
+            _date(self.T + HOUR), _date(self.T + 3 * HOUR), name='clash'),
+            status=403)
+        self.assertIn('[nova_lease_enforcement] max_promised_hosts',
+                      body['error_message'])
+        self.assertIn('hosts leased by project %s to 2' %
+                      self.api.project_id, body['error_message'])
+        second = self._create(self._lease_body(
+            _date(self.T + 3 * HOUR), _date(self.T + 4 * HOUR),
+            name='second'))
+        # Extending the first into the second: refused, nothing changes.
+        url = PREFIX + '/leases/%s' % first['id']
+        body = self.api.api_put(url, {'end_date': _date(self.T + 4 * HOUR)},
+                                check_response_status=[403]).body
+        self.assertIn('max_promised_hosts', body['error_message'])
+        self.assertEqual(
+            _date(self.T + 2 * HOUR),
+            _date(db_api.lease_get(self.db, first['id'])['end_date']))
+        # Up to the second's start: fine.
+        self.api.api_put(url, {'end_date': _date(self.T + 3 * HOUR)})
+        self.assertEqual(2, self._leases())
+        self.assertNotEqual(first['id'], second['id'])
+
+    def test_real_clients(self):
+        self._limit(max_leases_per_project=1)
+        novaclient = self.novaclient()
+        params = jsonutils.dumps({'name': 'n', 'start': 'now',
+                                  'duration': '1h'})
+        hints = {'reserved': 'True', 'lease_params': params}
+        novaclient.servers.create('one', self.image_id, '1', nics='none',
+                                  scheduler_hints=hints)
+        self._wait_settled()
+        e = self.assertRaises(
+            nova_exc.Forbidden, novaclient.servers.create, 'two',
+            self.image_id, '1', nics='none', scheduler_hints=hints)
+        self.assertIn('[nova_lease_enforcement] max_leases_per_project',
+                      str(e))
+        self._register('host1')
+        client = blazar_client.Client(
+            session=self.keystone.session('fake'),
+            endpoint_override=self.keystone.reservation_url)
+        reservation = {'resource_type': 'physical:host', 'min': 1,
+                       'max': 1, 'hypervisor_properties': '',
+                       'resource_properties': ''}
+        e = self.assertRaises(
+            blazar_exc.BlazarClientException, client.lease.create,
+            'bc', _date(self.T + HOUR), _date(self.T + 2 * HOUR),
+            [reservation], [])
+        self.assertEqual(403, e.kwargs['code'])
+        self.assertIn('max_leases_per_project', str(e))
+        self.assertEqual(1, self._leases())
