@@ -69,6 +69,8 @@ HOST_CAPABILITIES = models.HOST_CAPABILITIES
 LOCKS = models.LOCKS
 LEASE_CHANGES = models.LEASE_CHANGES
 GENERATIONS = models.GENERATIONS
+DATABASE_IDENTITY = models.DATABASE_IDENTITY
+PROCESSES = models.PROCESSES
 
 # Events due at the same time run in this order: a lease that ends at T
 # frees its resources before a lease that starts at T takes them, and the
@@ -359,6 +361,12 @@ def get_database(conf):
         if db is None:
             db = _DATABASES[url] = Database(url)
         return db
+
+
+def cached_database(url):
+    """The Database get_database() gives for ``url`` now, or None."""
+    with _DATABASES_LOCK:
+        return _DATABASES.get(url)
 
 
 def reset_databases():
@@ -2119,3 +2127,192 @@ def engine_next_event_time(db):
     times = [_datetime(t) for t in ([first[0].time] if first else [])
              + [retry] if t is not None]
     return min(times) if times else None
+
+
+def engine_claim_held(db, engine_id, event_id, attempts):
+    """Whether ``engine_id`` still holds its claim of attempt ``attempts``
+    of event ``event_id`` (IN_PROGRESS, claimed by it, not claimed again
+    since: a released and re-claimed event has more attempts).
+    """
+    with _reading(db) as session:
+        return session.execute(
+            sa.select(EVENTS.c.id)
+            .where(_still_claimed([event_id], engine_id),
+                   EVENTS.c.attempts == attempts)).first() is not None
+
+
+_PROBE = (
+    sa.select(sa.func.count(), sa.func.min(EVENTS.c.id),
+              sa.func.max(EVENTS.c.id))
+    .where(EVENTS.c.status == 'UNDONE',
+           EVENTS.c.time <= sa.bindparam('horizon')))
+
+
+def engine_probe(db, horizon):
+    """A cheap fingerprint of the UNDONE events due at or before horizon.
+
+    One range scan of ix_events_status_time: (count, lowest id, highest
+    id). It changes when such an event is created, moved before horizon,
+    claimed or released; a sleeping engine compares it with the one it
+    took before its last look.
+    """
+    with _reading(db) as session:
+        return tuple(session.execute(
+            _PROBE, {'horizon': _naive_utc(horizon)}).one())
+
+
+# -- processes and the database identity -----------------------------------
+#
+# See nova_lease.registration: which processes use this side database.
+
+def database_identity(db):
+    """The identity (a uuid) of this side database, or None if it has
+    none (made by nova-lease-manage db sync).
+    """
+    with _reading(db) as session:
+        return session.execute(
+            sa.select(DATABASE_IDENTITY.c.id)
+            .order_by(DATABASE_IDENTITY.c.created_at)).scalars().first()
+
+
+def database_identity_create(db):
+    """Give the database an identity if it has none; return it."""
+    with _writing(db) as session:
+        current = session.execute(
+            sa.select(DATABASE_IDENTITY.c.id)).scalars().first()
+        if current is not None:
+            return current
+        identity = uuidutils.generate_uuid()
+        session.execute(sa.insert(DATABASE_IDENTITY).values(
+            id=identity, created_at=_naive_utc(timeutils.utcnow())))
+        return identity
+
+
+@retry_on_deadlock
+def process_register(db, values):
+    """Insert a process row (``binary``, ``host``, ``pid``, optional
+    ``name`` and ``id``); started_at = heartbeat_at = now. Returns it.
+    """
+    now = _naive_utc(timeutils.utcnow())
+    row = _new_row(PROCESSES, 'process', values)
+    row.setdefault('started_at', now)
+    row.setdefault('heartbeat_at', now)
+    row.setdefault('heartbeats', 0)
+    with _writing(db) as session:
+        session.execute(sa.insert(PROCESSES).values(**row))
+    return _complete(PROCESSES, row, now)
+
+
+@retry_on_deadlock
+def process_heartbeat(db, process_id, now=None):
+    """One heartbeat of a registered process.
+
+    Returns None if the row is gone (pruned: register again), else the
+    ``stop_reason`` it had if another process had marked it stopped (the
+    mark is cleared: it is alive), else ''.
+    """
+    now = _naive_utc(now or timeutils.utcnow())
+    with _writing(db) as session:
+        row = session.execute(
+            sa.select(PROCESSES.c.stopped_at, PROCESSES.c.stop_reason)
+            .where(PROCESSES.c.id == process_id)).first()
+        if row is None:
+            return None
+        session.execute(
+            sa.update(PROCESSES).where(PROCESSES.c.id == process_id)
+            .values(heartbeats=PROCESSES.c.heartbeats + 1,
+                    heartbeat_at=now, stopped_at=None, stop_reason=None))
+        if row.stopped_at is not None:
+            return row.stop_reason or 'marked stopped'
+        return ''
+
+
+@retry_on_deadlock
+def process_stop(db, process_id, reason='stopped', now=None):
+    """Mark a process stopped (a clean stop); True if it was running."""
+    now = _naive_utc(now or timeutils.utcnow())
+    with _writing(db) as session:
+        return bool(session.execute(
+            sa.update(PROCESSES)
+            .where(PROCESSES.c.id == process_id,
+                   PROCESSES.c.stopped_at.is_(None))
+            .values(stopped_at=now, stop_reason=reason)).rowcount)
+
+
+def process_list(db, binary=None, running=None):
+    """Process rows, oldest first; ``running``: only (not) stopped ones."""
+    stmt = sa.select(PROCESSES).order_by(PROCESSES.c.started_at,
+                                         PROCESSES.c.id)
+    if binary is not None:
+        stmt = stmt.where(PROCESSES.c.binary.in_(_as_list(binary)))
+    if running is True:
+        stmt = stmt.where(PROCESSES.c.stopped_at.is_(None))
+    elif running is False:
+        stmt = stmt.where(PROCESSES.c.stopped_at.is_not(None))
+    with _reading(db) as session:
+        return _dicts(session.execute(stmt))
+
+
+@retry_on_deadlock
+def process_prune(db, before):
+    """Delete the rows of processes not seen since ``before``; how many."""
+    with _writing(db) as session:
+        return session.execute(sa.delete(PROCESSES).where(
+            PROCESSES.c.heartbeat_at < _naive_utc(before))).rowcount
+
+
+@retry_on_deadlock
+def engine_release_dead(db, process_id, heartbeats, reason, keep=(),
+                        alive=(), now=None):
+    """An engine process is dead: mark it and release its claims.
+
+    The process row is marked stopped only if its heartbeat counter is
+    still ``heartbeats`` (compare-and-set: an engine that beat meanwhile
+    is alive). Its claims are the IN_PROGRESS events claimed by its name,
+    except ``keep`` (the events a live engine with the same name runs)
+    and unless a running process other than it and those of ``alive``
+    bears the same name. They become UNDONE and unclaimed, due at once;
+    the attempt counts. Returns (marked, released event dicts), as
+    engine_recover_events.
+    """
+    now = _naive_utc(now or timeutils.utcnow())
+    with _writing(db) as session:
+        row = session.execute(
+            sa.select(PROCESSES.c.name)
+            .where(PROCESSES.c.id == process_id)).first()
+        marked = session.execute(
+            sa.update(PROCESSES)
+            .where(PROCESSES.c.id == process_id,
+                   PROCESSES.c.heartbeats == heartbeats,
+                   PROCESSES.c.stopped_at.is_(None))
+            .values(stopped_at=now, stop_reason=reason)).rowcount
+        if not marked or row is None or not row.name:
+            return bool(marked), []
+        others = session.execute(
+            sa.select(PROCESSES.c.id)
+            .where(PROCESSES.c.name == row.name,
+                   PROCESSES.c.stopped_at.is_(None),
+                   PROCESSES.c.id.not_in([process_id] + list(alive)))
+        ).first()
+        if others is not None:
+            return True, []
+        where = [EVENTS.c.status == 'IN_PROGRESS',
+                 EVENTS.c.claimed_by == row.name]
+        if keep:
+            where.append(EVENTS.c.id.not_in(list(keep)))
+        stmt = (sa.select(EVENTS.c.id, EVENTS.c.lease_id,
+                          EVENTS.c.event_type, EVENTS.c.claimed_by,
+                          EVENTS.c.claimed_at, EVENTS.c.attempts)
+                .where(*where))
+        stale = _dicts(session.execute(_locking(stmt, session)))
+        if stale:
+            session.execute(
+                sa.update(EVENTS)
+                .where(EVENTS.c.id.in_([e['id'] for e in stale]),
+                       EVENTS.c.status == 'IN_PROGRESS',
+                       EVENTS.c.claimed_by == row.name)
+                .values(status='UNDONE', claimed_by=None, claimed_at=None,
+                        next_attempt_at=None, updated_at=now,
+                        last_error='engine %s died (%s); claim released '
+                                   'at %s' % (row.name, reason, now)))
+        return True, stale

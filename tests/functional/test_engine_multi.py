@@ -254,7 +254,7 @@ class _Crash(object):
         now = helpers.utcnow()
         lease_id, = helpers.create_noop_leases(
             self.db, [now - helpers.seconds(1)], helpers.seconds(3600))
-        config = self._config(engine_claim_timeout=600,
+        config = self._config(engine_claim_timeout=3600,
                               engine_shutdown_timeout=1,
                               noop={'block_file': block})
         first = self._engine(config, 'engine-stopped')

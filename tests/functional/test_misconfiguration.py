@@ -137,6 +137,11 @@ class CommandsTest(oslotest_base.BaseTestCase):
 class NovaProcessesTest(base.LeaseFunctionalBase):
     """The paste filter and the scheduler's filter and weigher."""
 
+    def _setup_scheduler_service(self):
+        # As nova-scheduler runs in production: its service record's host
+        # is [DEFAULT] host (Nova's test fixture names it "scheduler").
+        return self.start_service('scheduler', host=base.CONF.host)
+
     def _paste_filter(self):
         return deploy.loadfilter('config:%s' % self.paste_ini.path,
                                  name='nova_lease')
@@ -172,7 +177,8 @@ class NovaProcessesTest(base.LeaseFunctionalBase):
         rows = {(r['binary'], r['host'], r['pid'])
                 for r in db_api.process_list(db)}
         self.assertIn(('nova-api', base.CONF.host, os.getpid()), rows)
-        self.assertIn(('nova-scheduler', base.CONF.host, os.getpid()), rows)
+        self.assertIn(('nova-scheduler', self.scheduler.host, os.getpid()),
+                      rows)
         tmp = self.useFixture(fixtures.TempDir()).path
         config = helpers.write_config(
             os.path.join(tmp, 'nova.conf'),
@@ -202,7 +208,8 @@ class NovaProcessesTest(base.LeaseFunctionalBase):
         warnings = engine.check_registrations()
         self.assertEqual(1, len(warnings), warnings)
         self.assertIn('nova-scheduler on host %s is up but has never '
-                      'registered in this lease database' % base.CONF.host,
+                      'registered in this lease database'
+                      % self.scheduler.host,
                       warnings[0])
         # With the same database as Nova: nothing to say.
         engine = lease_engine.Engine(self.engine_conf(

@@ -32,6 +32,7 @@ import testtools  # noqa: E402
 from nova_lease import conf as lease_conf  # noqa: E402
 from nova_lease.db import api as db_api  # noqa: E402
 from nova_lease.db import migration  # noqa: E402
+from nova_lease import exception  # noqa: E402
 from nova_lease.periodic import engine as lease_engine  # noqa: E402
 from nova_lease.periodic import events as lease_events  # noqa: E402
 from nova_lease.plugins import base as plugin_base  # noqa: E402
@@ -215,7 +216,8 @@ class EngineTest(testtools.TestCase):
         self.assertEqual(1, engine.stats['skipped'])
 
     def test_stale_claim_recovered(self):
-        engine = self._engine(engine_claim_timeout=60)
+        engine = self._engine(engine_claim_timeout=60,
+                              plugin_call_timeout=30)
         lease = self._lease()
         db_api.engine_claim_events(self.db, 'dead-engine', T0, 10,
                                    on_claim=lambda event, lease: 'STARTING')
@@ -293,6 +295,39 @@ class EngineTest(testtools.TestCase):
                          (start['status'], start['claimed_by'],
                           start['attempts']))
         self.assertEqual(1, engine.stats['released'])
+
+
+class EngineOptionsTest(testtools.TestCase):
+
+    def test_claim_timeout_must_exceed_plugin_call_timeout(self):
+        db = db_api.Database('sqlite://')
+        self.addCleanup(db.dispose)
+        for claim in (300, 600):
+            error = self.assertRaises(
+                exception.ConfigurationError, lease_engine.Engine,
+                _conf(engine_claim_timeout=claim, plugin_call_timeout=600),
+                db=db)
+            self.assertIn('[nova_lease] engine_claim_timeout (%d s) must be '
+                          'larger than plugin_call_timeout (600 s)' % claim,
+                          str(error))
+        lease_engine.Engine(_conf(engine_claim_timeout=601,
+                                  plugin_call_timeout=600), db=db).close()
+
+    def test_heartbeat_timeout_must_cover_three_beats(self):
+        db = db_api.Database('sqlite://')
+        self.addCleanup(db.dispose)
+        error = self.assertRaises(
+            exception.ConfigurationError, lease_engine.Engine,
+            _conf(engine_heartbeat_interval=2, engine_heartbeat_timeout=5),
+            db=db)
+        self.assertIn('engine_heartbeat_timeout (5.0 s) must be at least '
+                      'three times engine_heartbeat_interval (2.0 s)',
+                      str(error))
+
+    def test_defaults_are_consistent(self):
+        db = db_api.Database('sqlite://')
+        self.addCleanup(db.dispose)
+        lease_engine.Engine(_conf(), db=db).close()
 
 
 class PluginLoadingTest(testtools.TestCase):

@@ -104,6 +104,10 @@ class _Base(testtools.TestCase):
             view, 'lookup_server', return_value=(None, ()))).mock
         self.lookup_res = self.useFixture(fixtures.MockPatchObject(
             view, 'lookup_reservation', return_value=(None, ()))).mock
+        # No side database here: the filter and weigher do not register
+        # (tests/functional/test_misconfiguration.py covers it).
+        self.useFixture(fixtures.MockPatch(
+            'nova_lease.registration.register_nova_process'))
         self.filter = filters.LeaseFilter()
 
     def promise(self, host, start, end, rid='r1', vcpus=4, **kwargs):
