@@ -50,25 +50,22 @@ class JobGuard(object):
     def __init__(self, describe, claim_check=None):
         self.describe = describe
         self._claim_check = claim_check
-        self._cancelled = threading.Event()
+        # (A plain flag: setting and reading it is atomic.)
+        self.cancelled = False
         self.reason = None
 
     def cancel(self, reason):
         """Abandon the job (thread-safe); the first reason is kept."""
         if self.reason is None:
             self.reason = reason
-        self._cancelled.set()
-
-    @property
-    def cancelled(self):
-        return self._cancelled.is_set()
+        self.cancelled = True
 
     def check(self, what, side_effect=True):
         """Raise Cancelled if ``what`` may not be done now.
 
         With ``side_effect``, the claim is confirmed first.
         """
-        if self._cancelled.is_set():
+        if self.cancelled:
             raise Cancelled(what=what, reason='%s was abandoned (%s)'
                             % (self.describe, self.reason))
         if not side_effect or self._claim_check is None:

@@ -429,6 +429,21 @@ def _writing_core(db):
             yield session
 
 
+@contextlib.contextmanager
+def _reading_core(db):
+    """As _reading, but a Database gives a Core Connection.
+
+    For reads on the engine's hot path (a Session costs more than the
+    query).
+    """
+    if isinstance(db, Database):
+        with db.connection(writer=False) as conn:
+            yield conn
+    else:
+        with _reading(db) as session:
+            yield session
+
+
 def _require_writer(session):
     if not session.info.get(_WRITER):
         raise TransactionError(
@@ -2129,16 +2144,47 @@ def engine_next_event_time(db):
     return min(times) if times else None
 
 
-def engine_claim_held(db, engine_id, event_id, attempts):
-    """Whether ``engine_id`` still holds its claim of attempt ``attempts``
-    of event ``event_id`` (IN_PROGRESS, claimed by it, not claimed again
-    since: a released and re-claimed event has more attempts).
+# Built once (building a statement costs more than running it, and an
+# expanding IN is rendered again at every run): the engine's workers run
+# it before the side effects of every action, for up to _CLAIMS_CHUNK
+# events at a time (the list is padded with its first id).
+_CLAIMS_CHUNK = 16
+_CLAIMS_HELD = sa.select(EVENTS.c.id, EVENTS.c.attempts).where(
+    EVENTS.c.id.in_([sa.bindparam('e%d' % i)
+                     for i in range(_CLAIMS_CHUNK)]),
+    EVENTS.c.status == 'IN_PROGRESS',
+    EVENTS.c.claimed_by == sa.bindparam('engine_id'))
+
+
+def engine_claims_held(db, engine_id, claims):
+    """Which of ``claims``, (event id, attempts) pairs, ``engine_id``
+    still holds: the event is IN_PROGRESS, claimed by it, and not claimed
+    again since (a released and re-claimed event has more attempts).
+
+    One primary key look-up per event, in one statement on a Core
+    connection. Returns a set of pairs.
     """
-    with _reading(db) as session:
-        return session.execute(
-            sa.select(EVENTS.c.id)
-            .where(_still_claimed([event_id], engine_id),
-                   EVENTS.c.attempts == attempts)).first() is not None
+    claims = set(claims)
+    if not claims:
+        return set()
+    ids = sorted({event_id for event_id, _ in claims})
+    held = set()
+    with _reading_core(db) as conn:
+        for first in range(0, len(ids), _CLAIMS_CHUNK):
+            chunk = ids[first:first + _CLAIMS_CHUNK]
+            params = {'e%d' % i: chunk[i] if i < len(chunk) else chunk[0]
+                      for i in range(_CLAIMS_CHUNK)}
+            params['engine_id'] = engine_id
+            held.update((row.id, row.attempts)
+                        for row in conn.execute(_CLAIMS_HELD, params))
+    return held & claims
+
+
+def engine_claim_held(db, engine_id, event_id, attempts):
+    """Whether ``engine_id`` still holds attempt ``attempts`` of event
+    ``event_id`` (see engine_claims_held).
+    """
+    return bool(engine_claims_held(db, engine_id, [(event_id, attempts)]))
 
 
 _PROBE = (

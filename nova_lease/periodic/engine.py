@@ -169,6 +169,64 @@ class _Job(object):
                event.get('attempts')), claim_check)
 
 
+class _ClaimChecker(object):
+    """Confirms claims for the jobs' guards, several in one query.
+
+    A worker that needs a confirmation queues it; if no query is running,
+    it runs one for every queued confirmation (its own included) until
+    none is left, else it waits for the one that will include it. Each
+    answer so comes from a query that began after it was asked for.
+    """
+
+    class _Ask(object):
+        __slots__ = ('claim', 'done', 'held', 'error')
+
+        def __init__(self, claim):
+            self.claim = claim
+            self.done = threading.Event()
+            self.held = False
+            self.error = None
+
+    def __init__(self, db, engine_id):
+        self.db = db
+        self.engine_id = engine_id
+        self._lock = threading.Lock()
+        self._queue = []
+        self._busy = False
+
+    def held(self, event_id, attempts):
+        ask = self._Ask((event_id, attempts))
+        with self._lock:
+            self._queue.append(ask)
+            lead = not self._busy
+            self._busy = True
+        if lead:
+            self._serve()
+        ask.done.wait()
+        if ask.error is not None:
+            raise ask.error
+        return ask.held
+
+    def _serve(self):
+        while True:
+            with self._lock:
+                batch, self._queue = self._queue, []
+                if not batch:
+                    self._busy = False
+                    return
+            try:
+                held = db_api.engine_claims_held(
+                    self.db, self.engine_id, [a.claim for a in batch])
+            except Exception as e:
+                for ask in batch:
+                    ask.error = e
+            else:
+                for ask in batch:
+                    ask.held = ask.claim in held
+            for ask in batch:
+                ask.done.set()
+
+
 #: Returned by a worker's callable: this worker thread should exit (it
 #: was replaced while stuck in a plugin call that timed out).
 _RETIRE = object()
@@ -259,8 +317,10 @@ class Engine(object):
         self._shutting_down = False
         self._lock = threading.Lock()
         self._jobs = {}
+        self._calls = {}        # {id(job): job} of the jobs in a call
         self._finished = []
         self._pool = _WorkerPool(self.opts.engine_workers, 'lease-engine')
+        self._claims = _ClaimChecker(self.db, self.engine_id)
         self._notify_pool = _WorkerPool(1, 'lease-notify')
         self._last_recovery = None
         self._last_refresh = timeutils.utcnow()
@@ -427,7 +487,7 @@ class Engine(object):
         with self._lock:
             if self._finished:
                 return 0, None
-            calls = [j.call_started for j in self._jobs.values()
+            calls = [j.call_started for j in self._calls.values()
                      if j.state == 'running' and j.call_started is not None]
         longest = self.opts.engine_max_sleep
         if calls:
@@ -501,7 +561,8 @@ class Engine(object):
         now = time.monotonic()
         expired = []
         with self._lock:
-            for job in self._jobs.values():
+            # (Only the jobs in a plugin call: at most the workers.)
+            for job in self._calls.values():
                 if (job.state == 'running' and job.call_started is not None
                         and now - job.call_started > timeout):
                     job.state = 'timed_out'
@@ -539,8 +600,7 @@ class Engine(object):
         self.stats['claimed'] += len(events)
         with self._lock:
             jobs = [_Job(e, functools.partial(
-                db_api.engine_claim_held, self.db, self.engine_id, e['id'],
-                e['attempts'])) for e in events]
+                self._claims.held, e['id'], e['attempts'])) for e in events]
             for job in jobs:
                 self._jobs[job.event['id']] = job
         for job in jobs:
@@ -979,14 +1039,18 @@ class Engine(object):
                 raise NoPlugin(type=rtype)
             job.guard.check(what, side_effect=False)
             job.call_what = what
-            job.call_started = time.monotonic()
+            with self._lock:
+                job.call_started = time.monotonic()
+                self._calls[id(job)] = job
             try:
                 getattr(plugin, method)(lease, reservation)
             except Exception as e:
                 raise plugin_base.PluginError(
                     reason='%s failed: %s' % (what, e)) from e
             finally:
-                job.call_started = None
+                with self._lock:
+                    job.call_started = None
+                    self._calls.pop(id(job), None)
         if etype == _T.BEFORE_END_LEASE:
             job.guard.check('the %s notification' % notifications.BEFORE_END)
             self._send(notifications.BEFORE_END, lease)
