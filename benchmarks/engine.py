@@ -300,6 +300,12 @@ def run_scenario(backend, engines, events, rate, late, timeout, seed):
         fired, began = _records(records)
         lags = [began[k] - _epoch(late_due[k])
                 for k in late_due if k in began]
+        # Where the lag goes: from the start to the claim (seeing it).
+        claimed = {e['lease_id']: e['claimed_at'] for e in db_api.event_list(
+            db, statuses='DONE') if e['lease_id'] in late_due and
+            e['event_type'] == 'start_lease'}
+        claim_lags = [_epoch(claimed[k]) - _epoch(late_due[k])
+                      for k in claimed]
         every = dict(due, **late_due)
         return {
             'backend': backend, 'engines': engines,
@@ -317,6 +323,8 @@ def run_scenario(backend, engines, events, rate, late, timeout, seed):
             'late_lag_p99_s': (round(_percentile(lags, 0.99), 4)
                                if lags else None),
             'late_lag_max_s': round(max(lags), 4) if lags else None,
+            'late_claim_p99_s': (round(_percentile(claim_lags, 0.99), 4)
+                                 if claim_lags else None),
             'duplicates': sum(n - 1 for n in fired.values() if n > 1),
             'lost': len([k for k in every if not fired[k]]),
         }

@@ -318,7 +318,7 @@ Related options:
 * engine_claim_timeout: catches an engine that beats but is stuck.
 """),
     cfg.FloatOpt('engine_probe_interval',
-                 default=0.2,
+                 default=0.1,
                  min=0.0,
                  help="""
 Seconds between two probes of the side database while nova-lease-engine
