@@ -2310,55 +2310,65 @@ def process_prune(db, before):
 @retry_on_deadlock
 def engine_release_dead(db, process_id, heartbeats, reason, keep=(),
                         alive=(), now=None):
-    """An engine process is dead: mark it and release its claims.
+    """An engine process is dead: release its claims and mark it stopped.
 
-    The process row is marked stopped only if its heartbeat counter is
-    still ``heartbeats`` (compare-and-set: an engine that beat meanwhile
-    is alive). Its claims are the IN_PROGRESS events claimed by its name,
-    except ``keep`` (the events a live engine with the same name runs)
-    and unless a running process other than it and those of ``alive``
-    bears the same name. They become UNDONE and unclaimed, due at once;
-    the attempt counts. Returns (marked, released event dicts), as
-    engine_recover_events.
+    Nothing happens unless its heartbeat counter is still ``heartbeats``
+    and it is not marked yet (compare-and-set, under a lock of its row: an
+    engine that beat meanwhile is alive). Its claims are the IN_PROGRESS
+    events claimed by its name, except ``keep`` (the events a live engine
+    with the same name runs), and none if a running process other than it
+    and those of ``alive`` bears the same name. They become UNDONE and
+    unclaimed, due at once; the attempt counts. Claims locked by another
+    transaction are skipped; the process is marked stopped (with
+    ``reason``) only once none is left, so that the next call releases
+    the rest. Returns (marked, released event dicts as
+    engine_recover_events).
     """
     now = _naive_utc(now or timeutils.utcnow())
     with _writing(db) as session:
         row = session.execute(
             sa.select(PROCESSES.c.name)
-            .where(PROCESSES.c.id == process_id)).first()
-        marked = session.execute(
-            sa.update(PROCESSES)
             .where(PROCESSES.c.id == process_id,
                    PROCESSES.c.heartbeats == heartbeats,
                    PROCESSES.c.stopped_at.is_(None))
-            .values(stopped_at=now, stop_reason=reason)).rowcount
-        if not marked or row is None or not row.name:
-            return bool(marked), []
-        others = session.execute(
+            .with_for_update()).first()
+        if row is None:
+            return False, []
+        stale, left = [], None
+        others = row.name and session.execute(
             sa.select(PROCESSES.c.id)
             .where(PROCESSES.c.name == row.name,
                    PROCESSES.c.stopped_at.is_(None),
                    PROCESSES.c.id.not_in([process_id] + list(alive)))
         ).first()
-        if others is not None:
-            return True, []
-        where = [EVENTS.c.status == 'IN_PROGRESS',
-                 EVENTS.c.claimed_by == row.name]
-        if keep:
-            where.append(EVENTS.c.id.not_in(list(keep)))
-        stmt = (sa.select(EVENTS.c.id, EVENTS.c.lease_id,
-                          EVENTS.c.event_type, EVENTS.c.claimed_by,
-                          EVENTS.c.claimed_at, EVENTS.c.attempts)
-                .where(*where))
-        stale = _dicts(session.execute(_locking(stmt, session)))
-        if stale:
-            session.execute(
-                sa.update(EVENTS)
-                .where(EVENTS.c.id.in_([e['id'] for e in stale]),
-                       EVENTS.c.status == 'IN_PROGRESS',
-                       EVENTS.c.claimed_by == row.name)
-                .values(status='UNDONE', claimed_by=None, claimed_at=None,
-                        next_attempt_at=None, updated_at=now,
-                        last_error='engine %s died (%s); claim released '
-                                   'at %s' % (row.name, reason, now)))
+        if row.name and others is None:
+            where = [EVENTS.c.status == 'IN_PROGRESS',
+                     EVENTS.c.claimed_by == row.name]
+            if keep:
+                where.append(EVENTS.c.id.not_in(list(keep)))
+            stmt = (sa.select(EVENTS.c.id, EVENTS.c.lease_id,
+                              EVENTS.c.event_type, EVENTS.c.claimed_by,
+                              EVENTS.c.claimed_at, EVENTS.c.attempts)
+                    .where(*where))
+            stale = _dicts(session.execute(_locking(stmt, session)))
+            if stale:
+                session.execute(
+                    sa.update(EVENTS)
+                    .where(EVENTS.c.id.in_([e['id'] for e in stale]),
+                           EVENTS.c.status == 'IN_PROGRESS',
+                           EVENTS.c.claimed_by == row.name)
+                    .values(status='UNDONE', claimed_by=None,
+                            claimed_at=None, next_attempt_at=None,
+                            updated_at=now,
+                            last_error='engine %s died (%s); claim '
+                                       'released at %s'
+                                       % (row.name, reason, now)))
+            left = session.execute(
+                sa.select(sa.func.count()).select_from(EVENTS)
+                .where(*where)).scalar()
+        if left:
+            return False, stale
+        session.execute(
+            sa.update(PROCESSES).where(PROCESSES.c.id == process_id)
+            .values(stopped_at=now, stop_reason=reason))
         return True, stale

@@ -873,13 +873,14 @@ class Engine(object):
         marked, released = db_api.engine_release_dead(
             self.db, row['id'], row['heartbeats'], reason, keep=keep,
             alive=[self.process_id])
-        self._observed.pop(row['id'], None)
-        if not marked:
-            return
-        LOG.warning('Lease engine %(name)s (host %(host)s, pid %(pid)s) has '
-                    'not beaten for %(silent).0f s: taken for dead',
-                    {'name': row['name'], 'host': row['host'],
-                     'pid': row['pid'], 'silent': silent})
+        if marked:
+            self._observed.pop(row['id'], None)
+            LOG.warning('Lease engine %(name)s (host %(host)s, pid %(pid)s) '
+                        'has not beaten for %(silent).0f s: taken for dead',
+                        {'name': row['name'], 'host': row['host'],
+                         'pid': row['pid'], 'silent': silent})
+        # (Not marked with claims left: locked by a transaction of its
+        # own still open; the next beat releases them.)
         if released:
             self.stats['recovered'] += len(released)
             LOG.warning('Released %(n)d claim(s) of engine %(name)s (no '
