@@ -2169,15 +2169,72 @@ def engine_claims_held(db, engine_id, claims):
         return set()
     ids = sorted({event_id for event_id, _ in claims})
     held = set()
-    with _reading_core(db) as conn:
-        for first in range(0, len(ids), _CLAIMS_CHUNK):
-            chunk = ids[first:first + _CLAIMS_CHUNK]
-            params = {'e%d' % i: chunk[i] if i < len(chunk) else chunk[0]
-                      for i in range(_CLAIMS_CHUNK)}
-            params['engine_id'] = engine_id
-            held.update((row.id, row.attempts)
-                        for row in conn.execute(_CLAIMS_HELD, params))
+    for first in range(0, len(ids), _CLAIMS_CHUNK):
+        chunk = ids[first:first + _CLAIMS_CHUNK]
+        params = {'e%d' % i: chunk[i] if i < len(chunk) else chunk[0]
+                  for i in range(_CLAIMS_CHUNK)}
+        params['engine_id'] = engine_id
+        held.update((row.id, row.attempts)
+                    for row in _autocommit_read(db, _CLAIMS_HELD, params))
     return held & claims
+
+
+class _AutocommitReader(object):
+    """One connection in autocommit mode, for the single-statement reads
+    of a hot path: no pool checkout (and its ping), BEGIN or COMMIT round
+    trips. Thread-safe (its users are serialised); a statement that
+    fails on a kept connection is tried once more on a new one.
+    """
+
+    def __init__(self, db):
+        self.db = db
+        self._conn = None
+        self._lock = threading.Lock()
+
+    def read(self, stmt, params):
+        with self._lock:
+            # A connection kept since an earlier read may have been closed
+            # by the server (restart, idle time-out): one more try with a
+            # new one, as the pool's ping would have done.
+            for fresh in (self._conn is None, True):
+                try:
+                    if self._conn is None:
+                        self._conn = self.db.engine.connect(
+                        ).execution_options(isolation_level='AUTOCOMMIT')
+                    return self._conn.execute(stmt, params).all()
+                except Exception:
+                    self._drop()
+                    if fresh:
+                        raise
+
+    def _drop(self):
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.invalidate()
+                conn.close()
+            except Exception:
+                pass
+
+
+_READERS_LOCK = threading.Lock()
+
+
+def _autocommit_read(db, stmt, params):
+    """Rows of one read statement (see _AutocommitReader); a Session or
+    an SQLite database reads in an ordinary transaction.
+    """
+    if not isinstance(db, Database) or db.backend == 'sqlite':
+        with _reading_core(db) as conn:
+            return conn.execute(stmt, params).all()
+    reader = getattr(db, '_nova_lease_autocommit_reader', None)
+    if reader is None:
+        with _READERS_LOCK:
+            reader = getattr(db, '_nova_lease_autocommit_reader', None)
+            if reader is None:
+                reader = _AutocommitReader(db)
+                db._nova_lease_autocommit_reader = reader
+    return reader.read(stmt, params)
 
 
 def engine_claim_held(db, engine_id, event_id, attempts):
