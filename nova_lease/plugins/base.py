@@ -31,6 +31,12 @@ back-off and finally puts the event and the lease in ERROR, with the
 exception's message in the lease's status_reason, so make that message say
 what failed and on which resource.
 
+A call that outlives ``[nova_lease] plugin_call_timeout``, or whose
+event's claim was taken over, is abandoned by the engine: its requests to
+Nova through ``nova_lease.compute`` are then refused (``nova_lease.guard``
+raises ``Cancelled``; let it propagate). A plugin that changes something
+by other means should call ``nova_lease.guard.check(what)`` first.
+
 Plugins are found with stevedore in the ``nova_lease.resource_plugins``
 entry point namespace; ``[nova_lease] resource_plugins`` lists the names to
 load. A plugin class is built as ``cls(conf)``.
