@@ -1833,8 +1833,19 @@ def _claimable(session, where, limit, columns=(EVENTS,)):
     base = (sa.select(*columns)
             .where(*where)
             .order_by(EVENTS.c.time, _event_order(), EVENTS.c.id))
+    # The due order sorts on an expression (the event type's rank): every
+    # matching row would be sorted for each page (a filesort of the whole
+    # backlog on MySQL, tens of milliseconds per claim with 10,000 due).
+    # The time of the last row of the page, read in index order, bounds
+    # the rows to sort: the first rows in due order all come no later.
+    times = sa.select(EVENTS.c.time).where(*where).order_by(EVENTS.c.time)
     for number in range(_PAGES):
-        rows = session.execute(base.offset(number * page)
+        stmt = base
+        bound = session.execute(
+            times.offset((number + 1) * page - 1).limit(1)).scalar()
+        if bound is not None:
+            stmt = stmt.where(EVENTS.c.time <= bound)
+        rows = session.execute(stmt.offset(number * page)
                                .limit(page)).all()
         found.extend(_drop_blocked(session, rows))
         if len(found) >= limit or len(rows) < page:

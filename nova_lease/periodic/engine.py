@@ -13,7 +13,9 @@
 
 One loop thread per :class:`Engine`:
 
-1. records the results of finished actions (one transaction per batch);
+1. records the results of finished actions (one transaction per batch;
+   while :meth:`Engine.run` runs, a recorder thread does it, so that the
+   claims and the records of a burst overlap);
 2. releases claims abandoned by stuck engines (older than
    ``engine_claim_timeout``) and renews its own running claims;
 3. claims due events atomically (``db.api.engine_claim_events``: SELECT
@@ -319,6 +321,11 @@ class Engine(object):
         self._jobs = {}
         self._calls = {}        # {id(job): job} of the jobs in a call
         self._finished = []
+        # While run() runs, a recorder thread records the results (in
+        # parallel with the loop's claims: both wait on the database).
+        self._recorder = None
+        self._record_wakeup = threading.Event()
+        self._recorder_stop = threading.Event()
         self._pool = _WorkerPool(self.opts.engine_workers, 'lease-engine')
         self._claims = _ClaimChecker(self.db, self.engine_id)
         self._notify_pool = _WorkerPool(1, 'lease-notify')
@@ -374,6 +381,9 @@ class Engine(object):
                                     daemon=True)]
         for thread in threads:
             thread.start()
+        self._recorder = threading.Thread(target=self._recorder_loop,
+                                          name='lease-recorder', daemon=True)
+        self._recorder.start()
         LOG.info('Lease engine %s started', self.engine_id)
         backoff = 0.0
         self._running = True
@@ -406,6 +416,9 @@ class Engine(object):
                         time.sleep(self.coalesce_delay)
         finally:
             self._shutdown()
+            self._recorder_stop.set()
+            self._record_wakeup.set()
+            self._recorder.join(30)
             self._beats.set()
             for thread in threads:
                 thread.join(5)
@@ -420,7 +433,8 @@ class Engine(object):
         worker threads; see :meth:`process_due` to wait for them).
         """
         self._check_timeouts()
-        self._record()
+        if self._recorder is None:
+            self._record()
         self._recover(force_recovery)
         self._refresh()
         return self._claim()
@@ -485,7 +499,7 @@ class Engine(object):
         """(seconds to sleep, probe baseline or None)."""
         room = self._room()
         with self._lock:
-            if self._finished:
+            if self._finished and self._recorder is None:
                 return 0, None
             calls = [j.call_started for j in self._calls.values()
                      if j.state == 'running' and j.call_started is not None]
@@ -583,6 +597,7 @@ class Engine(object):
                                                     error)
             with self._lock:
                 self._finished.append(job)
+            self._record_wakeup.set()
             if not self._stopping.is_set():
                 self._pool.add_worker()
 
@@ -1008,7 +1023,38 @@ class Engine(object):
             job.notices = notices
             job.result = result
             self._finished.append(job)
-        self._wakeup.set()
+        if self._recorder is not None:
+            self._record_wakeup.set()
+        else:
+            self._wakeup.set()
+
+    def _recorder_loop(self):
+        """Record finished results while run() runs (see _record)."""
+        backoff = 0.0
+        while not self._recorder_stop.is_set():
+            self._record_wakeup.wait(self.opts.engine_max_sleep)
+            self._record_wakeup.clear()
+            if self._recorder_stop.is_set():
+                return
+            if self.coalesce_delay:
+                # Let the results of one burst gather: one transaction.
+                time.sleep(self.coalesce_delay)
+            try:
+                with self._lock:
+                    pending = bool(self._finished)
+                if pending:
+                    self._record()
+                    self._wakeup.set()      # room for the next claims
+                backoff = 0.0
+            except Exception as e:
+                self.stats['db_errors'] += 1
+                backoff = min(backoff * 2 or 0.5, self.opts.engine_max_sleep)
+                LOG.warning('Lease engine %(id)s could not record results, '
+                            'retrying in %(delay).1f s: %(error)s',
+                            {'id': self.engine_id, 'delay': backoff,
+                             'error': e})
+                self._recorder_stop.wait(backoff)
+                self._record_wakeup.set()
 
     def _max_retries(self, lease):
         retries = lease.get('retries')

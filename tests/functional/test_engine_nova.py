@@ -190,7 +190,9 @@ class EngineNovaTest(base.LeaseFunctionalBase):
         # shelved by then). The abandoned call must not go on with the
         # start: no unshelve, no request at all from its thread.
         self.engine.close()
-        engine = self._engine(plugin_call_timeout=2)
+        # (Long enough for the retry's real unshelve on a busy machine:
+        # the plugin waits for ACTIVE at most this long too.)
+        engine = self._engine(plugin_call_timeout=8)
         server = self._reserved_server()
         lease = self._lease(server, on_end='shelve')
         hung = self.faults.hang('first look', 'GET',
