@@ -20,6 +20,9 @@ openstacksdk could replace novaclient without touching the callers.
 * Authentication: a keystoneauth session built from the
   ``[nova_lease_auth]`` options (auth plugin, session and adapter options
   of a service user).
+* Engine jobs: every request first checks the job's guard
+  (nova_lease.guard, installed by the engine for the worker thread): a job
+  that timed out or lost its claim sends nothing more to Nova.
 * Time-outs: every HTTP request has one (``[nova_lease_auth] timeout``, or
   :data:`DEFAULT_TIMEOUT` seconds when unset); waits for a server to reach
   a status take an explicit deadline.
@@ -37,6 +40,7 @@ from oslo_log import log as logging
 
 from nova_lease.conf import auth as auth_conf
 from nova_lease import exception
+from nova_lease import guard
 
 LOG = logging.getLogger(__name__)
 
@@ -99,13 +103,20 @@ def _describe(exc):
     return '%s (%s)' % (message, type(exc).__name__)
 
 
-def _translate(action):
-    """Decorator: novaclient/keystoneauth exceptions -> ours."""
+def _translate(action, reads=False):
+    """Decorator: novaclient/keystoneauth exceptions -> ours.
+
+    It also checks the engine job's guard (nova_lease.guard) before the
+    request: an abandoned job sends nothing, and a request that changes
+    something (``reads`` false, the default) is sent only while the job
+    still holds its claim.
+    """
 
     def decorator(func):
         @functools.wraps(func)
         def wrapper(self, *args, **kwargs):
             what = '%s %s' % (action, ' '.join(str(a) for a in args))
+            guard.check(what, side_effect=not reads)
             try:
                 return func(self, *args, **kwargs)
             except ComputeError:
@@ -198,7 +209,7 @@ class ComputeClient(object):
 
     # -- servers ----------------------------------------------------------
 
-    @_translate('get server')
+    @_translate('get server', reads=True)
     def get_server(self, server_id):
         """Return the server as a dict (``status``, ``OS-EXT-STS:...``)."""
         try:
@@ -206,7 +217,7 @@ class ComputeClient(object):
         except nova_exc.NotFound as e:
             raise ServerNotFound(server_id=server_id, status_code=404) from e
 
-    @_translate('list servers')
+    @_translate('list servers', reads=True)
     def list_servers(self, all_projects=True, **filters):
         search = dict(filters)
         if all_projects:
@@ -276,7 +287,7 @@ class ComputeClient(object):
             return False
         return True
 
-    @_translate('list server tags')
+    @_translate('list server tags', reads=True)
     def list_server_tags(self, server_id):
         return list(self._nova.servers.tag_list(server_id))
 
@@ -356,13 +367,23 @@ class ComputeClient(object):
             time.sleep(min(self.poll_interval,
                            max(0.0, deadline - time.monotonic())))
 
+    # -- services -----------------------------------------------------------
+
+    @_translate('list services', reads=True)
+    def list_services(self, binary=None):
+        """Nova's compute services (``binary``, ``host``, ``state``,
+        ``status``, ...); nova-api services are not listed by Nova.
+        """
+        return [s.to_dict() for s in
+                self._nova.services.list(binary=binary)]
+
     # -- aggregates (physical:host) ---------------------------------------
 
-    @_translate('list aggregates')
+    @_translate('list aggregates', reads=True)
     def list_aggregates(self):
         return [a.to_dict() for a in self._nova.aggregates.list()]
 
-    @_translate('get aggregate')
+    @_translate('get aggregate', reads=True)
     def get_aggregate(self, aggregate_id):
         return self._nova.aggregates.get(aggregate_id).to_dict()
 

@@ -53,3 +53,32 @@ class Conflict(NovaLeaseException):
 class Forbidden(NovaLeaseException):
     msg_fmt = 'Forbidden: %(reason)s'
     code = 403
+
+
+class DatabaseNotConfigured(NovaLeaseException):
+    """``[nova_lease] connection`` is empty: refuse to start."""
+
+    msg_fmt = ('[nova_lease] connection is not set. nova-api, '
+               'nova-scheduler and nova-lease-engine must all use the same '
+               'side database: set [nova_lease] connection in nova.conf to '
+               'its SQLAlchemy URL (e.g. mysql+pymysql://nova_lease:PASSWORD'
+               '@DBHOST/nova_lease or postgresql+psycopg2://nova_lease:'
+               'PASSWORD@DBHOST/nova_lease) and run nova-lease-manage db '
+               'sync. On a single all-in-one host, name an SQLite file '
+               'explicitly instead (e.g. '
+               'sqlite:////var/lib/nova/nova_lease.sqlite).')
+
+
+class DatabaseNotReady(NovaLeaseException):
+    """The side database is reachable but has no (current) schema."""
+
+    msg_fmt = ('The nova_lease database %(url)s has no identity row: its '
+               'schema is missing or older than this code. Run '
+               'nova-lease-manage db sync (with the same [nova_lease] '
+               'connection) first.')
+
+
+class ConfigurationError(NovaLeaseException):
+    """Options that contradict each other: refuse to start."""
+
+    msg_fmt = '%(reason)s'

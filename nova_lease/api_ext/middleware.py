@@ -32,6 +32,7 @@ import webob.exc
 
 from nova_lease.api_ext import lease_api
 from nova_lease.api_ext import servers
+from nova_lease import registration
 
 LOG = logging.getLogger(__name__)
 
@@ -82,6 +83,10 @@ class LeaseMiddleware(object):
         # everything else is read from nova.conf ([nova_lease]).
         self.local_conf = dict(local_conf)
         self._server_create = servers.ServerCreate(application)
+        # nova-api does not start without the shared side database (an
+        # exception here stops paste.deploy); it registers in it.
+        registration.register_nova_process(self._server_create.conf,
+                                           registration.API)
 
     @classmethod
     def factory(cls, global_config, **local_config):

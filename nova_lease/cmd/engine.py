@@ -22,6 +22,13 @@ releases the claims of those that did not, so that another engine runs
 them. Several processes may run at once against MySQL/MariaDB or
 PostgreSQL.
 
+It refuses to start (exit code 1, the reason on standard error and in the
+log) when ``[nova_lease] connection`` is empty, when the database cannot
+be reached or has no schema (``nova-lease-manage db sync``), or when
+options contradict each other (``engine_claim_timeout`` not above
+``plugin_call_timeout``, ...). Once started, it logs the database and its
+identity and registers in it (``nova-lease-manage process list``).
+
 Exit codes: 0 stopped by a signal, 1 start-up failure.
 """
 
@@ -29,11 +36,15 @@ import signal
 import sys
 
 from oslo_config import cfg
+from oslo_db import exception as db_exc
 from oslo_log import log as logging
+from sqlalchemy import exc as sa_exc
 
 from nova_lease import conf as lease_conf
+from nova_lease import exception
 from nova_lease import notifications
 from nova_lease.periodic import engine as lease_engine
+from nova_lease import registration
 
 LOG = logging.getLogger(__name__)
 
@@ -65,6 +76,11 @@ def main(argv=None):
         print('%s: %s' % (PROG, e), file=sys.stderr)
         return 1
     logging.setup(conf, PROG)
+    refusal = check(conf)
+    if refusal:
+        LOG.error('%s refuses to start: %s', PROG, refusal)
+        print('%s: %s' % (PROG, refusal), file=sys.stderr)
+        return 1
     try:
         notifier = notifications.LeaseNotifier(conf)
         engine = lease_engine.Engine(conf, notifier=notifier,
@@ -89,6 +105,24 @@ def main(argv=None):
             plugin.close()
         notifier.close()
     return 0
+
+
+def check(conf):
+    """Why the engine must not start with ``conf``, or None.
+
+    The side database must be configured, reachable and synced (see
+    nova_lease.registration), and the engine's options consistent.
+    """
+    try:
+        lease_engine.check_options(conf.nova_lease)
+        registration.check_database(conf)
+    except exception.NovaLeaseException as e:
+        return str(e)
+    except (db_exc.DBError, sa_exc.SQLAlchemyError) as e:
+        return ('cannot use the nova_lease database %s: %s'
+                % (registration.safe_url(conf.nova_lease.connection),
+                   getattr(e, 'inner_exception', None) or e))
+    return None
 
 
 def start_compute_hook(conf, engine, notifier=None, transport=None):

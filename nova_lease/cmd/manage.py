@@ -14,15 +14,18 @@
     nova-lease-manage [--config-file nova.conf] db sync [--revision REV]
     nova-lease-manage [--config-file nova.conf] db version
     nova-lease-manage [--config-file nova.conf] db stamp REV
+    nova-lease-manage [--config-file nova.conf] process list
 
 It reads nova.conf like nova-manage does: without --config-file, the
 standard locations of project "nova" (~/.nova/nova.conf, ~/nova.conf,
 /etc/nova/nova.conf, /etc/nova.conf and their nova.conf.d directories).
+``[nova_lease] connection`` must be set (there is no implicit database).
 
-Exit codes: 0 success, 1 database error (unreachable, unknown revision,
-...), 2 bad command line.
+Exit codes: 0 success, 1 configuration or database error (no connection
+set, unreachable, unknown revision, ...), 2 bad command line.
 """
 
+import datetime
 import functools
 import logging as std_logging
 import sys
@@ -31,11 +34,15 @@ from alembic import util as alembic_util
 from oslo_config import cfg
 from oslo_db import exception as db_exc
 from oslo_log import log as logging
+from oslo_utils import timeutils
 import sqlalchemy as sa
 import sqlalchemy.exc
 
 from nova_lease import conf as lease_conf
+from nova_lease.db import api as db_api
 from nova_lease.db import migration
+from nova_lease import exception
+from nova_lease import registration
 
 LOG = logging.getLogger(__name__)
 
@@ -52,8 +59,16 @@ class DbCommands(object):
 
     def db_sync(self):
         migration.upgrade(self.url, revision=self.conf.command.revision)
-        LOG.info('nova_lease database %s is at revision %s',
-                 _safe_url(self.url), migration.version(self.url))
+        db = db_api.Database(self.url)
+        try:
+            identity = db_api.database_identity(db)
+        except (db_exc.DBError, sqlalchemy.exc.SQLAlchemyError):
+            identity = None     # a revision before the identity
+        finally:
+            db.dispose()
+        LOG.info('nova_lease database %s is at revision %s, identity %s',
+                 _safe_url(self.url), migration.version(self.url),
+                 identity)
         return 0
 
     def db_version(self):
@@ -66,6 +81,72 @@ class DbCommands(object):
     def db_stamp(self):
         migration.stamp(self.url, self.conf.command.revision)
         return 0
+
+
+class ProcessCommands(object):
+    def __init__(self, conf):
+        self.conf = conf
+
+    def process_list(self):
+        db = db_api.Database(lease_conf.connection_url(self.conf))
+        try:
+            db, identity = registration.check_database(self.conf, db)
+            rows = db_api.process_list(db)
+        finally:
+            db.dispose()
+        now = timeutils.utcnow()
+        engine_up = datetime.timedelta(
+            seconds=self.conf.nova_lease.engine_heartbeat_timeout)
+        nova_up = datetime.timedelta(
+            seconds=registration.NOVA_HEARTBEAT_INTERVAL
+            * registration.UP_INTERVALS)
+        print('nova_lease database %s, identity %s'
+              % (_safe_url(lease_conf.connection_url(self.conf)), identity))
+        table = [('BINARY', 'HOST', 'PID', 'NAME', 'STARTED',
+                  'LAST HEARTBEAT', 'STATE')]
+        for row in rows:
+            if row['stopped_at'] is not None:
+                state = 'stopped'
+                if row['stop_reason'] and row['stop_reason'] != 'stopped':
+                    state = 'down (%s)' % row['stop_reason']
+            else:
+                limit = (engine_up if row['binary'] == registration.ENGINE
+                         else nova_up)
+                state = 'up' if now - row['heartbeat_at'] <= limit else (
+                    'down (no heartbeat)')
+            table.append((row['binary'], row['host'], str(row['pid']),
+                          row['name'] or '-', _time(row['started_at']),
+                          _time(row['heartbeat_at']), state))
+        widths = [max(len(line[i]) for line in table)
+                  for i in range(len(table[0]) - 1)]
+        for line in table:
+            print('  '.join(cell.ljust(width) for cell, width
+                            in zip(line, widths)) + '  ' + line[-1])
+        return 0
+
+
+def _time(value):
+    return value.strftime('%Y-%m-%d %H:%M:%S') if value else '-'
+
+
+def add_process_command_parsers(subparsers, conf):
+    commands = ProcessCommands(conf)
+    help = ('Processes that use this nova_lease database (nova-api, '
+            'nova-scheduler, nova-lease-engine).')
+    parser = subparsers.add_parser('process', help=help, description=help)
+    parser.set_defaults(func=None)
+    process_parsers = parser.add_subparsers(description='process commands')
+    help = ('List every process registered in this database (one row per '
+            'process start), with its last heartbeat and whether it is up, '
+            'and the identity of the database.')
+    listing = process_parsers.add_parser('list', help=help,
+                                         description=help)
+    listing.set_defaults(func=commands.process_list)
+
+
+def add_command_parsers(subparsers, conf):
+    add_db_command_parsers(subparsers, conf)
+    add_process_command_parsers(subparsers, conf)
 
 
 def add_db_command_parsers(subparsers, conf):
@@ -110,9 +191,9 @@ def main(argv=None):
     # results, e.g. the revision that "db version" prints.
     conf.set_default('use_stderr', True)
     conf.register_cli_opt(cfg.SubCommandOpt(
-        'db', dest='command', title='Commands',
+        'category', dest='command', title='Commands',
         help='Available commands',
-        handler=functools.partial(add_db_command_parsers, conf=conf)))
+        handler=functools.partial(add_command_parsers, conf=conf)))
     try:
         conf(argv, project='nova', prog=PROG)
     except cfg.Error as e:
@@ -125,9 +206,15 @@ def main(argv=None):
         print('%s: give a command, e.g. "db sync"; see --help' % PROG,
               file=sys.stderr)
         return 2
-    url = _safe_url(lease_conf.connection_url(conf))
+    try:
+        url = _safe_url(lease_conf.connection_url(conf))
+    except exception.DatabaseNotConfigured as e:
+        print('%s: %s' % (PROG, e), file=sys.stderr)
+        return 1
     try:
         return func() or 0
+    except exception.NovaLeaseException as e:
+        print('%s: %s' % (PROG, e), file=sys.stderr)
     except db_exc.DBConnectionError as e:
         print('%s: cannot connect to the nova_lease database %s: %s'
               % (PROG, url, e.inner_exception or e), file=sys.stderr)

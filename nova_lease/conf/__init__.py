@@ -25,6 +25,7 @@ from oslo_config import cfg
 from nova_lease.conf import auth
 from nova_lease.conf import enforcement
 from nova_lease.conf import lease
+from nova_lease import exception
 
 _MODULES = (lease, auth, enforcement)
 
@@ -46,16 +47,15 @@ def list_opts():
 def connection_url(conf):
     """Return the side database URL for conf.
 
-    An empty [nova_lease] connection means the embedded default: an SQLite
-    file named nova_lease.sqlite under Nova's [DEFAULT] state_path.
+    :raises nova_lease.exception.DatabaseNotConfigured: [nova_lease]
+        connection is empty. There is no implicit default: nova-api,
+        nova-scheduler and nova-lease-engine would each open a database of
+        their own. A single-host SQLite file is an explicit sqlite:/// URL.
     """
-    if conf.nova_lease.connection:
-        return conf.nova_lease.connection
-    try:
-        state_path = conf.state_path
-    except Exception:  # the option is Nova's; a bare ConfigOpts lacks it
-        state_path = None
-    return 'sqlite:///%s/nova_lease.sqlite' % (state_path or '/var/lib/nova')
+    url = (conf.nova_lease.connection or '').strip()
+    if not url:
+        raise exception.DatabaseNotConfigured()
+    return url
 
 
 def _nova_pybasedir():
@@ -73,9 +73,8 @@ def register_nova_paths(conf):
     """Register Nova's [DEFAULT] pybasedir and state_path on ``conf``.
 
     For our own commands (engine, manage), which read nova.conf with their
-    own ConfigOpts: the embedded default database lives under Nova's
-    state_path, so it is read with Nova's option names and defaults to find
-    the same file as nova-api does. Never call it on Nova's own CONF.
+    own ConfigOpts, so that a nova.conf that sets them parses the same way
+    for them as for Nova. Never call it on Nova's own CONF.
     """
     if 'state_path' in conf:
         return
@@ -83,6 +82,5 @@ def register_nova_paths(conf):
         cfg.StrOpt('pybasedir', default=_nova_pybasedir(),
                    help="Nova's [DEFAULT] pybasedir."),
         cfg.StrOpt('state_path', default='$pybasedir',
-                   help="Nova's [DEFAULT] state_path: the embedded default "
-                        "database is nova_lease.sqlite in it."),
+                   help="Nova's [DEFAULT] state_path."),
     ])

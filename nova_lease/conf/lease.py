@@ -41,16 +41,23 @@ LEASE_OPTS = [
                help="""
 SQLAlchemy URL of the nova_lease side database.
 
+nova-api (the paste filter), nova-scheduler (LeaseFilter, LeaseWeigher) and
+nova-lease-engine must all use the same database: each of them refuses to
+start while this is empty, and logs the identity of the database it uses
+(created by nova-lease-manage db sync) when it starts.
+
 Possible values:
 
-* Empty (the default): an SQLite file named nova_lease.sqlite under
-  [DEFAULT] state_path. Good for one all-in-one host only.
-* Any SQLAlchemy URL, e.g. mysql+pymysql://nova_lease:PASS@db/nova_lease
+* An SQLAlchemy URL, e.g. mysql+pymysql://nova_lease:PASS@db/nova_lease
   or postgresql+psycopg2://nova_lease:PASS@db/nova_lease.
+* An explicit SQLite file, e.g. sqlite:////var/lib/nova/nova_lease.sqlite,
+  for a single all-in-one host only (every process must run on it).
+* Empty (the default): an error.
 
 Related options:
 
-* Run nova-lease-manage db sync after changing it.
+* Run nova-lease-manage db sync after changing it;
+  nova-lease-manage process list shows which processes use the database.
 """),
     cfg.StrOpt('freepool_aggregate',
                default='freepool',
@@ -128,12 +135,22 @@ it marks the event and the lease ERROR. A lease may ask for its own number
                help='Seconds before the first retry of a failed event; each '
                     'further retry waits twice as long as the one before.'),
     cfg.IntOpt('engine_claim_timeout',
-               default=300,
+               default=900,
                min=1,
                help="""
 Seconds after which an event claimed by an engine that has not finished it
-is considered abandoned (the engine died) and may be claimed again by any
-engine.
+is considered abandoned and may be claimed again by any engine.
+
+An engine renews the claims of the actions it runs every third of this
+time, and a dead engine's claims are released as soon as its heartbeat
+stops (engine_heartbeat_timeout): this time-out only catches an engine
+that still beats but whose loop is stuck.
+
+Related options:
+
+* Must be larger than plugin_call_timeout: nova-lease-engine refuses to
+  start otherwise.
+* engine_heartbeat_timeout
 """),
     cfg.ListOpt('resource_plugins',
                 default=['virtual:instance', 'physical:host'],
@@ -151,13 +168,18 @@ A positive value prefers the hosts where a request fits tightest in time;
                  default=10.0,
                  min=0.05,
                  help="""
-Longest time, in seconds, nova-lease-engine sleeps between two looks at the
-database.
+Longest time, in seconds, nova-lease-engine sleeps between two full looks
+at the database.
 
-The engine sleeps until its next due event, and no longer than this, so
-that events of leases created by other processes (nova-api) since it last
-looked are seen within this time. Leases created in the engine's own
-process wake it at once.
+The engine sleeps until its next due event, and no longer than this. While
+it sleeps, it probes the database every engine_probe_interval seconds for
+events that other processes (nova-api) created or moved meanwhile, so that
+they start on time; leases created in the engine's own process wake it at
+once. This bound is a safety net.
+
+Related options:
+
+* engine_probe_interval
 """),
     cfg.IntOpt('engine_batch_size',
                default=500,
@@ -187,10 +209,15 @@ Seconds one resource plugin action (e.g. unshelving the servers of a lease
 and waiting until they are ACTIVE) may take before the engine counts it as
 failed and retries the event (see max_retries and retry_interval).
 
+The abandoned call is cancelled: its thread cannot be interrupted while it
+waits for Nova, but it sends no further request to Nova, and before each
+request that changes something the engine checks that it still holds the
+event's claim.
+
 Related options:
 
-* engine_claim_timeout should be larger, so that a live engine's claim is
-  never taken over (the engine also refreshes its claims while they run).
+* engine_claim_timeout must be larger: nova-lease-engine refuses to start
+  otherwise.
 """),
     cfg.IntOpt('engine_shutdown_timeout',
                default=30,
@@ -282,6 +309,90 @@ Possible values:
 Related options:
 
 * freepool_aggregate
+"""),
+]
+
+
+# Appended options (issue 12): keep new ones at the end of LEASE_OPTS.
+LEASE_OPTS += [
+    cfg.FloatOpt('engine_heartbeat_interval',
+                 default=1.0,
+                 min=0.1,
+                 help="""
+Seconds between two heartbeats of nova-lease-engine in the side database.
+
+Each beat also looks at the other engines' heartbeats (see
+engine_heartbeat_timeout).
+
+Related options:
+
+* engine_heartbeat_timeout must be at least three times larger.
+"""),
+    cfg.FloatOpt('engine_heartbeat_timeout',
+                 default=10.0,
+                 min=1.0,
+                 help="""
+Seconds after which an engine whose heartbeat has not moved is dead: the
+engines that see it release its claims at once (its events run again on
+another engine, and the lease does not wait engine_claim_timeout).
+
+Engines judge it by their own clock (how long the other's heartbeat
+counter has not moved), so clocks need not agree between hosts. An engine
+that was only cut off from the database finds its claims gone when it
+comes back and sends nothing more to Nova for them.
+
+Possible values:
+
+* At least three times engine_heartbeat_interval (nova-lease-engine
+  refuses to start otherwise).
+
+Related options:
+
+* engine_heartbeat_interval
+* engine_claim_timeout: catches an engine that beats but is stuck.
+"""),
+    cfg.FloatOpt('engine_probe_interval',
+                 default=0.1,
+                 min=0.0,
+                 help="""
+Seconds between two probes of the side database while nova-lease-engine
+sleeps.
+
+A probe is one indexed query on the events table: when the events due
+before the engine's next planned look changed (a lease created by nova-api,
+a lease deleted or moved), the engine looks again at once. This is how
+leases created by other processes start within a second on every database
+backend, without any messaging configured.
+
+Possible values:
+
+* 0: no probes; such events are seen within engine_max_sleep.
+* A positive number of seconds.
+
+Related options:
+
+* engine_max_sleep
+"""),
+    cfg.IntOpt('engine_service_check_interval',
+               default=3600,
+               min=0,
+               help="""
+Seconds between two checks, by nova-lease-engine, that every
+nova-scheduler service Nova reports up has registered in this side
+database.
+
+A nova-scheduler that is up but never registered here does not run
+LeaseFilter against this database (another [nova_lease] connection, or
+the filter is not enabled): the engine logs a warning naming its host.
+(nova-api services are not listed by Nova's compute API and cannot be
+checked this way; see nova-lease-manage process list.) The check needs a
+resource plugin that calls the compute API (virtual:instance or
+physical:host).
+
+Possible values:
+
+* 0: only once, when the engine starts.
+* A positive number of seconds.
 """),
 ]
 

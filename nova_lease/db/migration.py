@@ -91,3 +91,5 @@ def create_schema(url):
     with _connection(url, writer=True) as conn:
         models.Base.metadata.create_all(conn)
         alembic_command.stamp(_config(conn), 'head')
+        # As the migration that added the table: an identity of its own.
+        api.database_identity_create(conn)

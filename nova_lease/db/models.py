@@ -449,6 +449,64 @@ class BootRequest(Base):
         DateTime, nullable=False, default=_utcnow)
 
 
+class DatabaseIdentity(Base):
+    """The identity of this side database: one row, made by db sync.
+
+    Its random ``id`` is created with the schema (the migration that adds
+    this table inserts it), so two databases never share it. Every process
+    that uses the database logs it when it starts, which tells an operator
+    whether nova-api, nova-scheduler and nova-lease-engine share one
+    database (see nova_lease.registration).
+    """
+
+    __tablename__ = 'database_identity'
+    __table_args__ = (MYSQL_TABLE_ARGS,)
+
+    id: orm.Mapped[str] = orm.mapped_column(
+        sa.String(UUID_LEN), primary_key=True)
+    created_at: orm.Mapped[datetime.datetime] = orm.mapped_column(
+        DateTime, nullable=False, default=_utcnow)
+
+
+class Process(Base):
+    """A process that uses this side database (one row per process start).
+
+    nova-api (the paste filter), nova-scheduler (LeaseFilter/LeaseWeigher)
+    and nova-lease-engine insert their row when they start and beat
+    (``heartbeats`` + 1, ``heartbeat_at``) while they run; a clean stop
+    sets ``stopped_at``. For an engine, ``name`` is its engine id (the
+    ``claimed_by`` of its events): other engines release the claims of an
+    engine whose ``heartbeats`` stop moving (see nova_lease.periodic.
+    engine). ``nova-lease-manage process list`` shows them.
+    """
+
+    __tablename__ = 'processes'
+    __table_args__ = (
+        sa.Index('ix_processes_binary_stopped_at', 'binary', 'stopped_at'),
+        MYSQL_TABLE_ARGS,
+    )
+
+    id: orm.Mapped[str] = orm.mapped_column(
+        sa.String(UUID_LEN), primary_key=True)
+    binary: orm.Mapped[str] = orm.mapped_column(
+        sa.String(64), nullable=False)
+    name: orm.Mapped[typing.Optional[str]] = orm.mapped_column(
+        sa.String(NAME_LEN), nullable=True)
+    host: orm.Mapped[str] = orm.mapped_column(
+        sa.String(NAME_LEN), nullable=False)
+    pid: orm.Mapped[int] = orm.mapped_column(sa.Integer, nullable=False)
+    started_at: orm.Mapped[datetime.datetime] = orm.mapped_column(
+        DateTime, nullable=False)
+    heartbeat_at: orm.Mapped[datetime.datetime] = orm.mapped_column(
+        DateTime, nullable=False)
+    heartbeats: orm.Mapped[int] = orm.mapped_column(
+        BigInteger, nullable=False, default=0)
+    stopped_at: orm.Mapped[typing.Optional[datetime.datetime]] = (
+        orm.mapped_column(DateTime, nullable=True))
+    stop_reason: orm.Mapped[typing.Optional[str]] = orm.mapped_column(
+        sa.Text, nullable=True)
+
+
 LEASES = Lease.__table__
 RESERVATIONS = Reservation.__table__
 EVENTS = Event.__table__
@@ -459,3 +517,5 @@ LOCKS = Lock.__table__
 LEASE_CHANGES = LeaseChange.__table__
 GENERATIONS = Generation.__table__
 BOOT_REQUESTS = BootRequest.__table__
+DATABASE_IDENTITY = DatabaseIdentity.__table__
+PROCESSES = Process.__table__

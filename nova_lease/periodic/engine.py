@@ -13,8 +13,10 @@
 
 One loop thread per :class:`Engine`:
 
-1. records the results of finished actions (one transaction per batch);
-2. releases claims abandoned by dead engines (older than
+1. records the results of finished actions (one transaction per batch;
+   while :meth:`Engine.run` runs, a recorder thread does it, so that the
+   claims and the records of a burst overlap);
+2. releases claims abandoned by stuck engines (older than
    ``engine_claim_timeout``) and renews its own running claims;
 3. claims due events atomically (``db.api.engine_claim_events``: SELECT
    ... FOR UPDATE SKIP LOCKED on MySQL/PostgreSQL, the write lock on
@@ -25,7 +27,23 @@ One loop thread per :class:`Engine`:
 5. sleeps until the next due event, at most ``engine_max_sleep``, or until
    woken: by a finished action, :meth:`Engine.wake` (e.g.
    :func:`wake_all` after a lease is created in this process, or a test
-   clock that moved) or :meth:`Engine.stop`.
+   clock that moved), :meth:`Engine.stop`, or a probe of the database
+   (every ``engine_probe_interval``, :func:`db.api.engine_probe`) that
+   shows events created or moved by another process (nova-api) since
+   the engine last looked.
+
+A second thread beats (``engine_heartbeat_interval``) in the
+``processes`` table where the engine registered when :meth:`Engine.run`
+began, and watches the other engines' heartbeats: the claims of an engine
+whose heartbeat counter has not moved for ``engine_heartbeat_timeout``
+seconds (by this engine's clock) are released at once.
+
+Each job carries a guard (nova_lease.guard), installed for its worker
+thread: a job that timed out, or whose claims were released at stop, is
+cancelled, and ``nova_lease.compute`` refuses every further request of a
+cancelled job, and every request that changes something once the job no
+longer holds its claim in the database. The thread of a timed-out call
+so sends nothing more to Nova when the call returns.
 
 The events of one lease run one after the other (start, before_end,
 end): an event is not claimable while an earlier one of its lease is
@@ -40,6 +58,7 @@ clock override and :meth:`Engine.process_due`.
 
 import collections
 import datetime
+import functools
 import os
 import queue
 import socket
@@ -53,8 +72,10 @@ from oslo_utils import uuidutils
 
 from nova_lease.db import api as db_api
 from nova_lease import exception
+from nova_lease import guard
 from nova_lease import notifications
 from nova_lease.plugins import base as plugin_base
+from nova_lease import registration
 from nova_lease import status
 
 LOG = logging.getLogger(__name__)
@@ -82,6 +103,29 @@ def wake_all():
     """Wake every engine of this process (e.g. a lease was just created)."""
     for engine in list(_ENGINES):
         engine.wake()
+
+
+def check_options(opts):
+    """Refuse options that contradict each other (``[nova_lease]``).
+
+    :raises nova_lease.exception.ConfigurationError: with what to change.
+    """
+    problems = []
+    if opts.engine_claim_timeout <= opts.plugin_call_timeout:
+        problems.append(
+            '[nova_lease] engine_claim_timeout (%s s) must be larger than '
+            'plugin_call_timeout (%s s): a claim must outlive the longest '
+            'plugin call, or another engine takes over an action that is '
+            'still running' % (opts.engine_claim_timeout,
+                               opts.plugin_call_timeout))
+    if opts.engine_heartbeat_timeout < 3 * opts.engine_heartbeat_interval:
+        problems.append(
+            '[nova_lease] engine_heartbeat_timeout (%s s) must be at least '
+            'three times engine_heartbeat_interval (%s s), or live engines '
+            'are taken for dead' % (opts.engine_heartbeat_timeout,
+                                    opts.engine_heartbeat_interval))
+    if problems:
+        raise exception.ConfigurationError(reason='; '.join(problems))
 
 
 def default_engine_id():
@@ -112,15 +156,77 @@ class GaveUp(exception.NovaLeaseException):
 
 class _Job(object):
     __slots__ = ('event', 'state', 'result', 'notices', 'call_started',
-                 'call_what')
+                 'call_what', 'guard')
 
-    def __init__(self, event):
+    def __init__(self, event, claim_check=None):
         self.event = event
         self.state = 'queued'     # -> running -> (timed_out) | cancelled
         self.result = None
         self.notices = ()
         self.call_started = None  # monotonic start of the plugin call
         self.call_what = None
+        self.guard = guard.JobGuard(
+            '%s of lease %s (event %s, attempt %s)'
+            % (event['event_type'], event['lease_id'], event['id'],
+               event.get('attempts')), claim_check)
+
+
+class _ClaimChecker(object):
+    """Confirms claims for the jobs' guards, several in one query.
+
+    A worker that needs a confirmation queues it; if no query is running,
+    it runs one for every queued confirmation (its own included) until
+    none is left, else it waits for the one that will include it. Each
+    answer so comes from a query that began after it was asked for.
+    """
+
+    class _Ask(object):
+        __slots__ = ('claim', 'done', 'held', 'error')
+
+        def __init__(self, claim):
+            self.claim = claim
+            self.done = threading.Event()
+            self.held = False
+            self.error = None
+
+    def __init__(self, db, engine_id):
+        self.db = db
+        self.engine_id = engine_id
+        self._lock = threading.Lock()
+        self._queue = []
+        self._busy = False
+
+    def held(self, event_id, attempts):
+        ask = self._Ask((event_id, attempts))
+        with self._lock:
+            self._queue.append(ask)
+            lead = not self._busy
+            self._busy = True
+        if lead:
+            self._serve()
+        ask.done.wait()
+        if ask.error is not None:
+            raise ask.error
+        return ask.held
+
+    def _serve(self):
+        while True:
+            with self._lock:
+                batch, self._queue = self._queue, []
+                if not batch:
+                    self._busy = False
+                    return
+            try:
+                held = db_api.engine_claims_held(
+                    self.db, self.engine_id, [a.claim for a in batch])
+            except Exception as e:
+                for ask in batch:
+                    ask.error = e
+            else:
+                for ask in batch:
+                    ask.held = ask.claim in held
+            for ask in batch:
+                ask.done.set()
 
 
 #: Returned by a worker's callable: this worker thread should exit (it
@@ -200,6 +306,7 @@ class Engine(object):
                  engine_id=None):
         self.conf = conf
         self.opts = conf.nova_lease
+        check_options(self.opts)
         self.db = db if db is not None else db_api.get_database(conf)
         self.plugins = (plugin_base.load_plugins(conf) if plugins is None
                         else dict(plugins))
@@ -212,14 +319,29 @@ class Engine(object):
         self._shutting_down = False
         self._lock = threading.Lock()
         self._jobs = {}
+        self._calls = {}        # {id(job): job} of the jobs in a call
         self._finished = []
+        # While run() runs, a recorder thread records the results (in
+        # parallel with the loop's claims: both wait on the database).
+        self._recorder = None
+        self._record_wakeup = threading.Event()
+        self._recorder_stop = threading.Event()
         self._pool = _WorkerPool(self.opts.engine_workers, 'lease-engine')
+        self._claims = _ClaimChecker(self.db, self.engine_id)
         self._notify_pool = _WorkerPool(1, 'lease-notify')
         self._last_recovery = None
         self._last_refresh = timeutils.utcnow()
+        # Registration and heartbeats (see run()).
+        self.process_id = None
+        self.identity = None
+        self._beats = threading.Event()       # set: stop beating
+        self._observed = {}     # {process id: (heartbeats, monotonic)}
+        self._last_look = None  # monotonic time of the last look at them
+        self._beat_failing = False
+        self._last_prune = None
         self.stats = {'claimed': 0, 'done': 0, 'retried': 0, 'failed': 0,
                       'skipped': 0, 'recovered': 0, 'released': 0,
-                      'db_errors': 0}
+                      'db_errors': 0, 'probes': 0, 'probe_wakeups': 0}
         _ENGINES.add(self)
 
     def __repr__(self):
@@ -247,16 +369,31 @@ class Engine(object):
 
     def run(self):
         """The loop; returns after :meth:`stop` (claims finished/released).
+
+        :raises nova_lease.exception.DatabaseNotReady: the database has
+            no schema (nothing is claimed).
         """
+        self._register(at_start=True)
+        threads = [threading.Thread(target=self._heartbeat_loop,
+                                    name='lease-heartbeat', daemon=True),
+                   threading.Thread(target=self._service_check_loop,
+                                    name='lease-service-check',
+                                    daemon=True)]
+        for thread in threads:
+            thread.start()
+        self._recorder = threading.Thread(target=self._recorder_loop,
+                                          name='lease-recorder', daemon=True)
+        self._recorder.start()
         LOG.info('Lease engine %s started', self.engine_id)
         backoff = 0.0
         self._running = True
         try:
             while not self._stopping.is_set():
                 self._wakeup.clear()
+                baseline = None
                 try:
                     claimed = self.run_once()
-                    timeout = self._sleep_time(claimed)
+                    timeout, baseline = self._sleep_time(claimed)
                     if backoff:
                         LOG.info('Lease engine %s: database reachable '
                                  'again', self.engine_id)
@@ -274,11 +411,18 @@ class Engine(object):
                                  'error': e}, exc_info=first)
                     timeout = backoff
                 if timeout > 0:
-                    woken = self._wakeup.wait(timeout)
+                    woken = self._wait(timeout, baseline)
                     if woken and self.in_flight and self.coalesce_delay:
                         time.sleep(self.coalesce_delay)
         finally:
             self._shutdown()
+            self._recorder_stop.set()
+            self._record_wakeup.set()
+            self._recorder.join(30)
+            self._beats.set()
+            for thread in threads:
+                thread.join(5)
+            self._unregister()
             LOG.info('Lease engine %(id)s stopped: %(stats)s',
                      {'id': self.engine_id, 'stats': self.stats})
 
@@ -289,7 +433,8 @@ class Engine(object):
         worker threads; see :meth:`process_due` to wait for them).
         """
         self._check_timeouts()
-        self._record()
+        if self._recorder is None:
+            self._record()
         self._recover(force_recovery)
         self._refresh()
         return self._claim()
@@ -351,11 +496,12 @@ class Engine(object):
         return max(room, 0)
 
     def _sleep_time(self, claimed):
+        """(seconds to sleep, probe baseline or None)."""
         room = self._room()
         with self._lock:
-            if self._finished:
-                return 0
-            calls = [j.call_started for j in self._jobs.values()
+            if self._finished and self._recorder is None:
+                return 0, None
+            calls = [j.call_started for j in self._calls.values()
                      if j.state == 'running' and j.call_started is not None]
         longest = self.opts.engine_max_sleep
         if calls:
@@ -364,17 +510,60 @@ class Engine(object):
                 0.05, min(calls) + self.opts.plugin_call_timeout
                 - time.monotonic()))
         if claimed and room > 0:
-            return 0    # a full batch: more may be due
+            return 0, None    # a full batch: more may be due
         if room <= 0:
-            return longest    # a finished action wakes the loop
+            return longest, None    # a finished action wakes the loop
+        # The baseline of the probes is taken before the next due time is
+        # read: an event committed before the baseline is in that time,
+        # one committed after it changes the probe.
+        baseline = self._baseline(longest)
         next_time = db_api.engine_next_event_time(self.db)
         if next_time is None:
-            return longest
+            return longest, baseline
         delta = (next_time - timeutils.utcnow()).total_seconds()
         if delta <= 0:
             # Due but not claimed: another engine is claiming it.
-            return 0.05
-        return min(delta, longest)
+            return 0.05, None
+        return min(delta, longest), baseline
+
+    def _baseline(self, longest):
+        """(horizon, fingerprint) for the probes of the coming sleep."""
+        if not self.opts.engine_probe_interval:
+            return None
+        horizon = timeutils.utcnow() + datetime.timedelta(seconds=longest)
+        try:
+            return horizon, db_api.engine_probe(self.db, horizon)
+        except Exception as e:
+            LOG.debug('Probe failed (%s); sleeping without probes', e)
+            return None
+
+    def _wait(self, timeout, baseline):
+        """Sleep up to timeout; True if woken (or a probe saw a change).
+        """
+        interval = self.opts.engine_probe_interval
+        if baseline is None or not interval:
+            return self._wakeup.wait(timeout)
+        horizon, fingerprint = baseline
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            if self._wakeup.wait(min(left, interval)):
+                return True
+            if deadline - time.monotonic() <= 0:
+                return False
+            try:
+                self.stats['probes'] += 1
+                now = db_api.engine_probe(self.db, horizon)
+            except Exception as e:
+                LOG.debug('Probe failed (%s); sleeping without probes', e)
+                return self._wakeup.wait(max(0, deadline - time.monotonic()))
+            if now != fingerprint:
+                self.stats['probe_wakeups'] += 1
+                LOG.debug('Lease engine %s: events changed while it slept',
+                          self.engine_id)
+                return True
 
     def _check_timeouts(self):
         """Fail the actions stuck in a plugin call for too long.
@@ -386,13 +575,17 @@ class Engine(object):
         now = time.monotonic()
         expired = []
         with self._lock:
-            for job in self._jobs.values():
+            # (Only the jobs in a plugin call: at most the workers.)
+            for job in self._calls.values():
                 if (job.state == 'running' and job.call_started is not None
                         and now - job.call_started > timeout):
                     job.state = 'timed_out'
                     expired.append(job)
         for job in expired:
             event = job.event
+            job.guard.cancel('%s did not finish within %s s '
+                             '([nova_lease] plugin_call_timeout)'
+                             % (job.call_what, timeout))
             LOG.error('%(what)s for %(type)s of lease %(lease)s is stuck '
                       'for more than %(timeout)s s: giving up on it',
                       {'what': job.call_what, 'type': event['event_type'],
@@ -404,6 +597,7 @@ class Engine(object):
                                                     error)
             with self._lock:
                 self._finished.append(job)
+            self._record_wakeup.set()
             if not self._stopping.is_set():
                 self._pool.add_worker()
 
@@ -420,7 +614,8 @@ class Engine(object):
             return 0
         self.stats['claimed'] += len(events)
         with self._lock:
-            jobs = [_Job(e) for e in events]
+            jobs = [_Job(e, functools.partial(
+                self._claims.held, e['id'], e['attempts'])) for e in events]
             for job in jobs:
                 self._jobs[job.event['id']] = job
         for job in jobs:
@@ -541,6 +736,8 @@ class Engine(object):
             for job in self._jobs.values():
                 if job.state == 'queued':
                     job.state = 'cancelled'
+                    job.guard.cancel('engine %s stopped before it ran'
+                                     % self.engine_id)
         self._pool.shutdown(cancel=True)
         deadline = time.monotonic() + self.opts.engine_shutdown_timeout
         while True:
@@ -553,7 +750,12 @@ class Engine(object):
         for attempt in range(3):
             try:
                 self._record()
-                left = [j.event['id'] for j in self._unfinished()]
+                unfinished = self._unfinished()
+                for job in unfinished:
+                    # Whatever the thread does next, it sends nothing.
+                    job.guard.cancel('engine %s stopped and released its '
+                                     'claim' % self.engine_id)
+                left = [j.event['id'] for j in unfinished]
                 if left:
                     released = db_api.engine_release_events(
                         self.db, self.engine_id, left,
@@ -571,6 +773,209 @@ class Engine(object):
         self._notify_pool.shutdown(cancel=False)
         self._notify_pool.join(10)
         self._stopped.set()
+
+    # -- registration, heartbeats, other engines (heartbeat thread) -------
+
+    def _register(self, at_start=False):
+        """Register this engine in the processes table (once).
+
+        At start, a database without schema raises DatabaseNotReady; an
+        unreachable one is retried by the heartbeat thread.
+        """
+        if self.process_id is not None:
+            return
+        try:
+            db, self.identity = registration.check_database(self.conf,
+                                                            self.db)
+            row = registration.register(self.db, registration.ENGINE,
+                                        name=self.engine_id)
+        except exception.DatabaseNotReady:
+            if at_start:
+                raise
+            LOG.error('Lease engine %s: the nova_lease database has no '
+                      'schema any more', self.engine_id)
+            return
+        except Exception as e:
+            LOG.warning('Lease engine %(id)s could not register in the '
+                        'nova_lease database (retrying): %(error)s',
+                        {'id': self.engine_id, 'error': e})
+            return
+        self.process_id = row['id']
+        registration.log_database(registration.ENGINE,
+                                  self.db.url, self.identity)
+
+    def _unregister(self):
+        if self.process_id is None:
+            return
+        try:
+            db_api.process_stop(self.db, self.process_id)
+        except Exception as e:
+            LOG.warning('Lease engine %(id)s could not record its stop: '
+                        '%(error)s', {'id': self.engine_id, 'error': e})
+
+    def _heartbeat_loop(self):
+        interval = self.opts.engine_heartbeat_interval
+        while not self._beats.is_set():
+            try:
+                self.beat()
+            except Exception:
+                LOG.exception('Unexpected error in the heartbeat of lease '
+                              'engine %s', self.engine_id)
+            self._beats.wait(interval)
+
+    def beat(self):
+        """One heartbeat, and a look at the other engines' heartbeats."""
+        self._register()
+        if self.process_id is None:
+            return
+        now = time.monotonic()
+        try:
+            was = db_api.process_heartbeat(self.db, self.process_id)
+            if was is None:      # our row was pruned: register again
+                self.process_id = None
+                self._register()
+                return
+            rows = db_api.process_list(self.db, binary=registration.ENGINE,
+                                       running=True)
+        except Exception as e:
+            if not self._beat_failing:
+                LOG.warning('Lease engine %(id)s could not beat in the '
+                            'database: %(error)s',
+                            {'id': self.engine_id, 'error': e})
+            self._beat_failing = True
+            self._last_look = None
+            return
+        if self._beat_failing:
+            LOG.info('Lease engine %s beats again', self.engine_id)
+            self._beat_failing = False
+        if was:
+            LOG.warning('Lease engine %(id)s was taken for dead (%(why)s): '
+                        'the claims it held were released, and its '
+                        'running actions send nothing more to Nova',
+                        {'id': self.engine_id, 'why': was})
+        timeout = self.opts.engine_heartbeat_timeout
+        last, self._last_look = self._last_look, now
+        if last is None or now - last > timeout / 2.0:
+            # We did not watch (start, or this process was stalled): time
+            # counts from now for everyone.
+            self._observed = {pid: (count, now) for pid, (count, _)
+                              in self._observed.items()}
+        dead = []
+        observed = {}
+        for row in rows:
+            if row['id'] == self.process_id:
+                continue
+            seen = self._observed.get(row['id'])
+            if seen is None or seen[0] != row['heartbeats']:
+                observed[row['id']] = (row['heartbeats'], now)
+                continue
+            observed[row['id']] = seen
+            if now - seen[1] > timeout:
+                dead.append((row, now - seen[1]))
+        self._observed = observed
+        for row, silent in dead:
+            self._release_dead(row, silent)
+        self._prune()
+
+    def _release_dead(self, row, silent):
+        keep = ()
+        if row['name'] == self.engine_id:
+            # A previous process with our name: our own jobs stay ours.
+            with self._lock:
+                keep = list(self._jobs)
+        reason = ('no heartbeat for %.0f s, seen by engine %s'
+                  % (silent, self.engine_id))
+        marked, released = db_api.engine_release_dead(
+            self.db, row['id'], row['heartbeats'], reason, keep=keep,
+            alive=[self.process_id])
+        if marked:
+            self._observed.pop(row['id'], None)
+            LOG.warning('Lease engine %(name)s (host %(host)s, pid %(pid)s) '
+                        'has not beaten for %(silent).0f s: taken for dead',
+                        {'name': row['name'], 'host': row['host'],
+                         'pid': row['pid'], 'silent': silent})
+        # (Not marked with claims left: locked by a transaction of its
+        # own still open; the next beat releases them.)
+        if released:
+            self.stats['recovered'] += len(released)
+            LOG.warning('Released %(n)d claim(s) of engine %(name)s (no '
+                        'heartbeat for %(silent).0f s): %(events)s',
+                        {'n': len(released), 'name': row['name'],
+                         'silent': silent,
+                         'events': ', '.join(
+                             '%s %s of lease %s' % (e['event_type'], e['id'],
+                                                    e['lease_id'])
+                             for e in released)})
+            self.wake()
+
+    #: Rows of processes not seen for this long are deleted.
+    PROCESS_RETENTION = datetime.timedelta(days=7)
+
+    def _prune(self):
+        now = time.monotonic()
+        if self._last_prune is not None and now - self._last_prune < 3600:
+            return
+        self._last_prune = now
+        try:
+            db_api.process_prune(self.db, timeutils.utcnow()
+                                 - self.PROCESS_RETENTION)
+        except Exception as e:
+            LOG.debug('Could not prune old process rows: %s', e)
+
+    def _compute_client(self):
+        for plugin in self.plugins.values():
+            if isinstance(plugin, plugin_base.ComputePlugin):
+                return plugin.compute
+        return None
+
+    def check_registrations(self):
+        """Warn about nova-scheduler services that never registered here.
+
+        Nova reports them up (compute API, os-services), but no process
+        row of theirs is in this side database: they schedule without
+        LeaseFilter, or with another [nova_lease] connection. Returns the
+        warnings logged.
+        """
+        client = self._compute_client()
+        if client is None:
+            LOG.debug('No compute plugin: Nova services are not checked')
+            return []
+        services = client.list_services(binary=registration.SCHEDULER)
+        up = {s.get('host') for s in services if s.get('state') == 'up'}
+        registered = {r['host'] for r in db_api.process_list(
+            self.db, binary=registration.SCHEDULER)}
+        identity = self.identity or db_api.database_identity(self.db)
+        warnings = []
+        for host in sorted(h for h in up - registered if h):
+            message = (
+                '%s on host %s is up but has never registered in this lease '
+                'database (%s, identity %s): it does not run LeaseFilter '
+                'against it. Check its [nova_lease] connection and '
+                '[filter_scheduler] enabled_filters, and compare with '
+                'nova-lease-manage process list'
+                % (registration.SCHEDULER, host,
+                   registration.safe_url(self.db.url), identity))
+            LOG.warning(message)
+            warnings.append(message)
+        return warnings
+
+    def _service_check_loop(self):
+        # Until the first check succeeds (Nova may start after the
+        # engine), every minute; then every engine_service_check_interval.
+        interval = self.opts.engine_service_check_interval
+        done = False
+        while not self._beats.is_set():
+            try:
+                self.check_registrations()
+                done = True
+            except Exception as e:
+                LOG.warning('Lease engine %(id)s could not check Nova\'s '
+                            'scheduler services: %(error)s',
+                            {'id': self.engine_id, 'error': e})
+            if done and not interval:
+                return
+            if self._beats.wait(interval if done else 60):
+                return
 
     # -- actions (worker threads) -----------------------------------------
 
@@ -593,9 +998,16 @@ class Engine(object):
                 notices = ()
             else:
                 try:
-                    notes = self._act(job, event, lease)
+                    with guard.installed(job.guard):
+                        notes = self._act(job, event, lease)
                 except Exception as e:
-                    result, notices = self._failure(event, lease, e)
+                    if job.state == 'timed_out':
+                        # Its failure is recorded already (time-out).
+                        result, notices = None, ()
+                        LOG.warning('%(job)s stopped: %(error)s',
+                                    {'job': job.guard.describe, 'error': e})
+                    else:
+                        result, notices = self._failure(event, lease, e)
                 else:
                     result, notices = self._success(event, lease, notes)
         except Exception as e:     # a bug: keep the claim, say so
@@ -611,7 +1023,38 @@ class Engine(object):
             job.notices = notices
             job.result = result
             self._finished.append(job)
-        self._wakeup.set()
+        if self._recorder is not None:
+            self._record_wakeup.set()
+        else:
+            self._wakeup.set()
+
+    def _recorder_loop(self):
+        """Record finished results while run() runs (see _record)."""
+        backoff = 0.0
+        while not self._recorder_stop.is_set():
+            self._record_wakeup.wait(self.opts.engine_max_sleep)
+            self._record_wakeup.clear()
+            if self._recorder_stop.is_set():
+                return
+            if self.coalesce_delay:
+                # Let the results of one burst gather: one transaction.
+                time.sleep(self.coalesce_delay)
+            try:
+                with self._lock:
+                    pending = bool(self._finished)
+                if pending:
+                    self._record()
+                    self._wakeup.set()      # room for the next claims
+                backoff = 0.0
+            except Exception as e:
+                self.stats['db_errors'] += 1
+                backoff = min(backoff * 2 or 0.5, self.opts.engine_max_sleep)
+                LOG.warning('Lease engine %(id)s could not record results, '
+                            'retrying in %(delay).1f s: %(error)s',
+                            {'id': self.engine_id, 'delay': backoff,
+                             'error': e})
+                self._recorder_stop.wait(backoff)
+                self._record_wakeup.set()
 
     def _max_retries(self, lease):
         retries = lease.get('retries')
@@ -642,18 +1085,24 @@ class Engine(object):
             plugin = self.plugins.get(rtype)
             if plugin is None:
                 raise NoPlugin(type=rtype)
+            job.guard.check(what, side_effect=False)
             job.call_what = what
-            job.call_started = time.monotonic()
+            with self._lock:
+                job.call_started = time.monotonic()
+                self._calls[id(job)] = job
             try:
                 note = getattr(plugin, method)(lease, reservation)
             except Exception as e:
                 raise plugin_base.PluginError(
                     reason='%s failed: %s' % (what, e)) from e
             finally:
-                job.call_started = None
+                with self._lock:
+                    job.call_started = None
+                    self._calls.pop(id(job), None)
             if isinstance(note, str) and note:
                 notes.append(note)
         if etype == _T.BEFORE_END_LEASE:
+            job.guard.check('the %s notification' % notifications.BEFORE_END)
             self._send(notifications.BEFORE_END, lease)
         return notes
 

@@ -38,6 +38,11 @@ as the lease's ``status_reason`` and the event's ``last_error`` (the event
 is still DONE), and sends it with the lease notification. Return None
 (what a method without a return statement does) when there is nothing to
 say.
+A call that outlives ``[nova_lease] plugin_call_timeout``, or whose
+event's claim was taken over, is abandoned by the engine: its requests to
+Nova through ``nova_lease.compute`` are then refused (``nova_lease.guard``
+raises ``Cancelled``; let it propagate). A plugin that changes something
+by other means should call ``nova_lease.guard.check(what)`` first.
 
 Plugins are found with stevedore in the ``nova_lease.resource_plugins``
 entry point namespace; ``[nova_lease] resource_plugins`` lists the names to

@@ -15,6 +15,9 @@ It handles reservations of resource_type ``noop`` (entry point ``noop``).
 Options in ``[nova_lease_noop]`` make it observable and misbehave on
 purpose:
 
+Every call is guarded like a request to Nova (nova_lease.guard): it does
+nothing once the engine job is abandoned or no longer holds its claim.
+
 * ``record_file``: every call appends one line
   ``<action> <lease_id> <reservation_id> <began, unix time> <pid>`` with a
   single O_APPEND write, so several engine processes can share the file
@@ -33,6 +36,7 @@ import time
 
 from oslo_config import cfg
 
+from nova_lease import guard
 from nova_lease.plugins import base
 
 GROUP = 'nova_lease_noop'
@@ -63,6 +67,9 @@ class NoopPlugin(base.ResourcePlugin):
         self._calls = collections.Counter()
 
     def _call(self, action, lease, reservation):
+        # Recording is this plugin's side effect: like a request to Nova,
+        # only while the engine job still holds its claim.
+        guard.check('noop %s of reservation %s' % (action, reservation['id']))
         began = time.time()
         opts = self.conf[GROUP]
         if opts.record_file:

@@ -26,6 +26,7 @@ from nova.scheduler import filters
 from nova.scheduler import utils
 from oslo_log import log as logging
 
+from nova_lease import registration
 from nova_lease.scheduler import view as lease_view
 
 LOG = logging.getLogger(__name__)
@@ -59,6 +60,13 @@ class LeaseFilter(filters.BaseHostFilter):
     # The interval of a rebuilt server does not change, and neither does
     # its host: nothing to check again.
     RUN_ON_REBUILD = False
+
+    def __init__(self):
+        super().__init__()
+        # Refuses to let nova-scheduler start without the shared side
+        # database; registers the process in it.
+        registration.register_nova_process(lease_view.CONF,
+                                           registration.SCHEDULER)
 
     # Every instance of a multi-create request needs its own capacity.
     run_filter_once_per_request = False

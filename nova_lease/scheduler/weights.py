@@ -30,6 +30,7 @@ from nova.scheduler import utils
 from nova.scheduler import weights
 
 from nova_lease import conf as lease_conf
+from nova_lease import registration
 from nova_lease.scheduler import view as lease_view
 
 CONF = nova.conf.CONF
@@ -41,6 +42,11 @@ class LeaseWeigher(weights.BaseHostWeigher):
 
     minval = -1.0
     maxval = 1.0
+
+    def __init__(self):
+        super().__init__()
+        # As LeaseFilter: no nova-scheduler without the side database.
+        registration.register_nova_process(CONF, registration.SCHEDULER)
 
     def weight_multiplier(self, host_state):
         """Override the weight multiplier (aggregate metadata wins)."""

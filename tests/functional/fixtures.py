@@ -436,6 +436,25 @@ _KEEP_ENV = ('OS_NOVA_DISABLE_EVENTLET_PATCHING', 'OS_STDOUT_CAPTURE',
              'OS_DEBUG', 'NOVACLIENT_UUID_CACHE_DIR')
 
 
+class Hang(object):
+    """A request held by :meth:`FaultInjector.hang` until released.
+
+    ``reached`` is set when the matching request arrives, ``thread`` is
+    the client thread that sent it (wsgi-intercept runs the application
+    in the caller's thread), ``done`` is set once Nova has answered it
+    after :meth:`release`.
+    """
+
+    def __init__(self):
+        self.reached = threading.Event()
+        self.released = threading.Event()
+        self.done = threading.Event()
+        self.thread = None
+
+    def release(self):
+        self.released.set()
+
+
 class FaultInjector(object):
     """WSGI wrapper in front of nova-api: a fault for matching requests.
 
@@ -443,38 +462,68 @@ class FaultInjector(object):
     (e.g. ``'"unshelve"'`` for the unshelve server action). ``times=None``
     fails forever; ``status`` is the fault's code (500). ``calls`` counts
     the matching requests by rule name, ``faults`` the ones answered with
-    a fault.
+    a fault. :meth:`hang` holds matching requests instead (a Nova that
+    does not answer). ``requests`` lists every request that reached the
+    injector: ``(thread, method, path, body)``, in arrival order.
     """
 
     def __init__(self, app):
         self.app = app
         self.rules = {}
+        self.hangs = {}
         self.calls = collections.Counter()
         self.faults = collections.Counter()
+        self.requests = []
         self._lock = threading.Lock()
 
     def fail(self, name, method, path, body=None, times=None, status=500):
         self.rules[name] = (method, re.compile(path), body, times, status)
 
+    def hang(self, name, method, path, body=None):
+        """Hold the first matching request until the returned
+        :class:`Hang` is released; Nova then answers it (as it is then).
+        """
+        hang = Hang()
+        self.hangs[name] = (method, re.compile(path), body, hang)
+        return hang
+
     def clear(self):
         """Stop injecting (the counters are kept)."""
         self.rules.clear()
 
+    @staticmethod
+    def _body(environ):
+        length = int(environ.get('CONTENT_LENGTH') or 0)
+        data = environ['wsgi.input'].read(length) if length else b''
+        environ['wsgi.input'] = io.BytesIO(data)
+        return data
+
     def __call__(self, environ, start_response):
         method = environ['REQUEST_METHOD']
         path = environ.get('PATH_INFO', '')
-        data = None
+        data = self._body(environ)
+        with self._lock:
+            self.requests.append((threading.current_thread(), method, path,
+                                  data))
+        for name, (m, regex, needle, hang) in list(self.hangs.items()):
+            if (m == method and regex.search(path) and
+                    (needle is None or needle.encode() in data)):
+                with self._lock:
+                    if self.hangs.pop(name, None) is None:
+                        continue
+                hang.thread = threading.current_thread()
+                hang.reached.set()
+                hang.released.wait(300)
+                try:
+                    return self.app(environ, start_response)
+                finally:
+                    hang.done.set()
         for name, (m, regex, needle, times, code) in list(
                 self.rules.items()):
             if m != method or not regex.search(path):
                 continue
-            if needle is not None:
-                if data is None:
-                    length = int(environ.get('CONTENT_LENGTH') or 0)
-                    data = environ['wsgi.input'].read(length)
-                    environ['wsgi.input'] = io.BytesIO(data)
-                if needle.encode() not in data:
-                    continue
+            if needle is not None and needle.encode() not in data:
+                continue
             with self._lock:
                 self.calls[name] += 1
                 inject = times is None or self.faults[name] < times

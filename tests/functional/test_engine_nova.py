@@ -183,6 +183,47 @@ class EngineNovaTest(base.LeaseFunctionalBase):
         self._wait_until_deleted(server)
         self.assertEqual('TERMINATED', self._lease_now(lease)['status'])
 
+    def test_timed_out_call_sends_nothing_when_it_returns(self):
+        # The start's first look at the server hangs past
+        # plugin_call_timeout; the retry starts the lease, the end shelves
+        # the server; then Nova answers the hung request (the server is
+        # shelved by then). The abandoned call must not go on with the
+        # start: no unshelve, no request at all from its thread.
+        self.engine.close()
+        # (Long enough for the retry's real unshelve on a busy machine:
+        # the plugin waits for ACTIVE at most this long too.)
+        engine = self._engine(plugin_call_timeout=8)
+        server = self._reserved_server()
+        lease = self._lease(server, on_end='shelve')
+        hung = self.faults.hang('first look', 'GET',
+                                r'/servers/%s$' % server['id'])
+        self.addCleanup(hung.release)
+        self.clock.advance(seconds=61)
+        self.assertEqual(1, engine.process_due())
+        self.assertTrue(hung.reached.is_set())
+        event = self._event(lease, 'start_lease')
+        self.assertEqual('UNDONE', event['status'])
+        self.assertIn('plugin_call_timeout', event['last_error'])
+        self.clock.advance(seconds=1)
+        self.assertEqual(1, engine.process_due())
+        self.assertEqual('ACTIVE', self._lease_now(lease)['status'])
+        self.clock.advance(hours=2)
+        self.assertEqual(1, engine.process_due())
+        self.assertEqual('TERMINATED', self._lease_now(lease)['status'])
+        self.assertEqual('SHELVED_OFFLOADED',
+                         self.api.get_server(server['id'])['status'])
+        seen = len(self.faults.requests)
+        hung.release()
+        self.assertTrue(hung.done.wait(60))
+        hung.thread.join(120)     # the abandoned worker retires
+        self.assertFalse(hung.thread.is_alive())
+        late = [(method, path, body) for thread, method, path, body
+                in self.faults.requests[seen:] if thread is hung.thread]
+        self.assertEqual([], late)
+        server = self.api.get_server(server['id'])
+        self.assertEqual('SHELVED_OFFLOADED', server['status'])
+        self.assertEqual('terminated', server['metadata']['lease_status'])
+
     def test_engine_thread_wakes_on_clock(self):
         # The engine as a service: a thread sleeping up to
         # engine_max_sleep (60 s here) is woken when the clock moves.

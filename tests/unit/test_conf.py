@@ -18,6 +18,7 @@ from oslo_config import cfg
 import testtools
 
 from nova_lease import conf as lease_conf
+from nova_lease import exception
 
 
 class ConfTest(testtools.TestCase):
@@ -55,18 +56,29 @@ class ConfTest(testtools.TestCase):
                          conf.nova_lease.resource_plugins)
         self.assertEqual('compute', conf.nova_lease_auth.service_type)
 
-    def test_connection_url_embedded_default(self):
+    def test_connection_url_has_no_implicit_default(self):
         conf = self._conf()
-        self.assertEqual('sqlite:////var/lib/nova/nova_lease.sqlite',
-                         lease_conf.connection_url(conf))
-        conf.register_opt(cfg.StrOpt('state_path'))
-        conf.set_override('state_path', '/srv/nova')
-        self.assertEqual('sqlite:////srv/nova/nova_lease.sqlite',
-                         lease_conf.connection_url(conf))
+        error = self.assertRaises(exception.DatabaseNotConfigured,
+                                  lease_conf.connection_url, conf)
+        self.assertIn('[nova_lease] connection is not set', str(error))
         conf.set_override('connection', 'mysql+pymysql://u:p@db/nl',
                           group='nova_lease')
         self.assertEqual('mysql+pymysql://u:p@db/nl',
                          lease_conf.connection_url(conf))
+        # A single-host SQLite file is an explicit choice.
+        conf.set_override('connection', 'sqlite:////srv/nova/nl.sqlite',
+                          group='nova_lease')
+        self.assertEqual('sqlite:////srv/nova/nl.sqlite',
+                         lease_conf.connection_url(conf))
+
+    def test_engine_timeouts_are_consistent_by_default(self):
+        conf = self._conf()
+        opts = conf.nova_lease
+        self.assertGreater(opts.engine_claim_timeout,
+                           opts.plugin_call_timeout)
+        self.assertGreaterEqual(opts.engine_heartbeat_timeout,
+                                3 * opts.engine_heartbeat_interval)
+        self.assertLess(opts.engine_probe_interval, 1)
 
     def test_configopts_do_not_share_options(self):
         # Nova's CONF and the engine's own ConfigOpts live in one process

@@ -32,6 +32,7 @@ import testtools  # noqa: E402
 from nova_lease import conf as lease_conf  # noqa: E402
 from nova_lease.db import api as db_api  # noqa: E402
 from nova_lease.db import migration  # noqa: E402
+from nova_lease import exception  # noqa: E402
 from nova_lease.periodic import engine as lease_engine  # noqa: E402
 from nova_lease.periodic import events as lease_events  # noqa: E402
 from nova_lease.plugins import base as plugin_base  # noqa: E402
@@ -250,7 +251,8 @@ class EngineTest(testtools.TestCase):
         self.assertEqual(1, engine.stats['skipped'])
 
     def test_stale_claim_recovered(self):
-        engine = self._engine(engine_claim_timeout=60)
+        engine = self._engine(engine_claim_timeout=60,
+                              plugin_call_timeout=30)
         lease = self._lease()
         db_api.engine_claim_events(self.db, 'dead-engine', T0, 10,
                                    on_claim=lambda event, lease: 'STARTING')
@@ -328,6 +330,134 @@ class EngineTest(testtools.TestCase):
                          (start['status'], start['claimed_by'],
                           start['attempts']))
         self.assertEqual(1, engine.stats['released'])
+
+
+class HeartbeatTest(testtools.TestCase):
+    """Engines watch each other's heartbeat counters by their own clock."""
+
+    def setUp(self):
+        super().setUp()
+        self.db = db_api.Database('sqlite://')
+        self.addCleanup(self.db.dispose)
+        migration.upgrade(self.db)
+        self.now = 1000.0
+        self.useFixture(fixtures.MockPatch(
+            'nova_lease.periodic.engine.time.monotonic',
+            side_effect=lambda: self.now))
+        self.dead = self._engine('engine-dead')
+        self.alive = self._engine('engine-alive')
+        start = datetime.datetime.utcnow() - datetime.timedelta(seconds=1)
+        end = start + datetime.timedelta(hours=1)
+        self.lease = db_api.lease_create(
+            self.db, {'name': 'l', 'project_id': 'p', 'start_date': start,
+                      'end_date': end, 'status': 'PENDING'},
+            reservations=[{'resource_type': 'noop', 'resource_id': 'r'}],
+            events=lease_events.lease_events(start, end))
+        db_api.engine_claim_events(self.db, 'engine-dead',
+                                   datetime.datetime.utcnow(), 10)
+
+    def _engine(self, name):
+        engine = lease_engine.Engine(
+            _conf(engine_heartbeat_interval=1, engine_heartbeat_timeout=10),
+            db=self.db, engine_id=name)
+        self.addCleanup(engine.close)
+        engine._register()
+        engine.beat()
+        return engine
+
+    def _start(self):
+        return [e for e in db_api.event_list(self.db,
+                                             lease_id=self.lease['id'])
+                if e['event_type'] == 'start_lease'][0]
+
+    def _beat_at(self, now, *engines):
+        self.now = now
+        for engine in engines:
+            engine.beat()
+
+    def test_claims_of_a_silent_engine_are_released(self):
+        self._beat_at(1001, self.alive)
+        self._beat_at(1005, self.alive)
+        self.assertEqual('IN_PROGRESS', self._start()['status'])
+        self._beat_at(1009, self.alive)
+        self._beat_at(1012, self.alive)
+        start = self._start()
+        self.assertEqual(('UNDONE', None), (start['status'],
+                                            start['claimed_by']))
+        self.assertIn('engine engine-dead died', start['last_error'])
+        self.assertEqual(1, self.alive.stats['recovered'])
+        row = [r for r in db_api.process_list(self.db)
+               if r['name'] == 'engine-dead'][0]
+        self.assertIsNotNone(row['stopped_at'])
+        self.assertIn('no heartbeat', row['stop_reason'])
+        # It was only cut off: its next beat says so and clears the mark.
+        self.dead.beat()
+        row = [r for r in db_api.process_list(self.db)
+               if r['name'] == 'engine-dead'][0]
+        self.assertIsNone(row['stopped_at'])
+
+    def test_a_beating_engine_is_not_taken_for_dead(self):
+        for now in range(1001, 1040, 3):
+            self._beat_at(now, self.alive, self.dead)
+        self.assertEqual(('IN_PROGRESS', 'engine-dead'),
+                         (self._start()['status'],
+                          self._start()['claimed_by']))
+
+    def test_an_observer_that_stalled_does_not_judge(self):
+        # The observer itself did not run for 30 s (process stopped, its
+        # database unreachable): it starts counting again.
+        self._beat_at(1030, self.alive)
+        self.assertEqual('IN_PROGRESS', self._start()['status'])
+        self._beat_at(1035, self.alive)
+        self._beat_at(1039, self.alive)
+        self.assertEqual('IN_PROGRESS', self._start()['status'])
+        self._beat_at(1041, self.alive)
+        self.assertEqual('UNDONE', self._start()['status'])
+
+    def test_a_revived_engine_keeps_its_claims(self):
+        self._beat_at(1006, self.alive)
+        self._beat_at(1011, self.alive)
+        # Compare-and-set: it beat after the observer's last look.
+        self.dead.beat()
+        row = [r for r in db_api.process_list(self.db)
+               if r['name'] == 'engine-dead'][0]
+        marked, released = db_api.engine_release_dead(
+            self.db, row['id'], row['heartbeats'] - 1, 'test')
+        self.assertEqual((False, []), (marked, released))
+        self.assertEqual('IN_PROGRESS', self._start()['status'])
+
+
+class EngineOptionsTest(testtools.TestCase):
+
+    def test_claim_timeout_must_exceed_plugin_call_timeout(self):
+        db = db_api.Database('sqlite://')
+        self.addCleanup(db.dispose)
+        for claim in (300, 600):
+            error = self.assertRaises(
+                exception.ConfigurationError, lease_engine.Engine,
+                _conf(engine_claim_timeout=claim, plugin_call_timeout=600),
+                db=db)
+            self.assertIn('[nova_lease] engine_claim_timeout (%d s) must be '
+                          'larger than plugin_call_timeout (600 s)' % claim,
+                          str(error))
+        lease_engine.Engine(_conf(engine_claim_timeout=601,
+                                  plugin_call_timeout=600), db=db).close()
+
+    def test_heartbeat_timeout_must_cover_three_beats(self):
+        db = db_api.Database('sqlite://')
+        self.addCleanup(db.dispose)
+        error = self.assertRaises(
+            exception.ConfigurationError, lease_engine.Engine,
+            _conf(engine_heartbeat_interval=2, engine_heartbeat_timeout=5),
+            db=db)
+        self.assertIn('engine_heartbeat_timeout (5.0 s) must be at least '
+                      'three times engine_heartbeat_interval (2.0 s)',
+                      str(error))
+
+    def test_defaults_are_consistent(self):
+        db = db_api.Database('sqlite://')
+        self.addCleanup(db.dispose)
+        lease_engine.Engine(_conf(), db=db).close()
 
 
 class PluginLoadingTest(testtools.TestCase):

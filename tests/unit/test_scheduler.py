@@ -130,6 +130,10 @@ class _Base(testtools.TestCase):
                                                               now))).mock
         self.lookup_deferred = self.useFixture(fixtures.MockPatchObject(
             view, 'lookup_deferred', return_value=(None, (), False))).mock
+        # No side database here: the filter and weigher do not register
+        # (tests/functional/test_misconfiguration.py covers it).
+        self.useFixture(fixtures.MockPatch(
+            'nova_lease.registration.register_nova_process'))
         self.filter = filters.LeaseFilter()
 
     def promise(self, host, start, end, rid='r1', vcpus=4, **kwargs):

@@ -197,10 +197,11 @@ def _shared_database(backend):
 
 
 def empty(db):
-    """Delete every row of every table of db."""
+    """Delete every row of every table of db but its identity."""
     with db.connection() as conn:
         for table in reversed(models.Base.metadata.sorted_tables):
-            conn.execute(table.delete())
+            if table is not models.DATABASE_IDENTITY:
+                conn.execute(table.delete())
 
 
 class Database(fixtures.Fixture):

@@ -62,13 +62,13 @@ class _ManageTests(object):
 class ManageSQLiteTest(_ManageTests, base.BackendTestCase):
     BACKEND = 'sqlite'
 
-    def test_default_database_is_under_state_path(self):
+    def test_empty_connection_is_refused(self):
+        # No implicit SQLite file under state_path any more.
         code, out, err = self._manage('', 'db', 'sync')
-        self.assertEqual(0, code, err)
-        path = os.path.join(self.tmp, 'nova_lease.sqlite')
-        self.assertTrue(os.path.exists(path))
-        self.assertEqual(migration.head(),
-                         migration.version('sqlite:///%s' % path))
+        self.assertEqual(1, code, err)
+        self.assertIn('[nova_lease] connection is not set', err)
+        self.assertFalse(os.path.exists(
+            os.path.join(self.tmp, 'nova_lease.sqlite')))
 
     def test_unreachable_database(self):
         # Nothing listens on port 1.
