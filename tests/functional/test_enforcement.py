@@ -39,7 +39,10 @@ def _date(when):
 class EnforcementTest(test_lease_api.LeaseAPIMixin,
                       base.LeaseFunctionalBase):
 
-    COMPUTES = {'host1': (8, 16384, 200), 'host2': (8, 16384, 200)}
+    # host3 is registered for host leases before anything runs (a host
+    # that runs servers or holds instance allocations cannot be).
+    COMPUTES = {'host1': (8, 16384, 200), 'host2': (8, 16384, 200),
+                'host3': (8, 16384, 200)}
     CLOCK_START = datetime.datetime(2030, 1, 1, 12, 0, 0)
 
     def setUp(self):
@@ -109,6 +112,7 @@ class EnforcementTest(test_lease_api.LeaseAPIMixin,
         self.assertEqual(2, self._leases())
 
     def test_leases_per_project(self):
+        self._register('host3')
         self._limit(max_leases_per_project=2)
         self._boot_leased(None, self.T + HOUR)
         self._boot_leased(self.T + HOUR, self.T + 2 * HOUR)
@@ -116,7 +120,6 @@ class EnforcementTest(test_lease_api.LeaseAPIMixin,
                                  status=403)
         message = self._forbidden(body, 'max_leases_per_project')
         self.assertIn('already holds 2 lease(s)', message)
-        self._register('host1')
         body = self._create(self._lease_body(
             _date(self.T + HOUR), _date(self.T + 2 * HOUR)), status=403)
         self.assertIn('max_leases_per_project', body['error_message'])
