@@ -86,10 +86,8 @@ class SchedulerDatabaseOutage(fixtures.Fixture):
                                                      fake))
 
 
-class SchedulerOutageTest(test_host_reservation.HostLeaseMixin,
-                          base.LeaseFunctionalBase):
-
-    COMPUTES = {'host1': BIG, 'host2': BIG, 'host3': SMALL}
+class SchedulerMixin(object):
+    """Hosts that hold what their vcpus say, promises, the snapshot."""
 
     def _setup_services(self):
         # A host of N vcpus holds N vcpus (Nova's default CPU allocation
@@ -98,6 +96,48 @@ class SchedulerOutageTest(test_host_reservation.HostLeaseMixin,
             self.flags(**{'%s_allocation_ratio' % resource: 1.0,
                           'initial_%s_allocation_ratio' % resource: 1.0})
         super()._setup_services()
+
+    def _hints(self, end):
+        return {'reserved': 'True', 'lease_params': jsonutils.dumps({
+            'name': 'l', 'start': 'now',
+            'end': end.strftime('%Y-%m-%dT%H:%M:%S')})}
+
+    def _host(self, server):
+        return self.admin_api.get_server(server['id'])[
+            'OS-EXT-SRV-ATTR:host']
+
+    def _promise(self, host, start, end, vcpus):
+        """An admitted instance lease's allocation (another project)."""
+        db_api.lease_create(db_api.get_database(base.CONF), {
+            'name': 'promise', 'project_id': 'other', 'start_date': start,
+            'end_date': end, 'status': 'PENDING',
+        }, reservations=[{
+            'resource_type': 'virtual:instance', 'status': 'pending',
+            'properties': {'vcpus': vcpus, 'memory_mb': 512, 'disk_gb': 1},
+            'allocations': [{'host': host, 'start_date': start,
+                             'end_date': end, 'vcpus': vcpus,
+                             'memory_mb': 512, 'disk_gb': 1}],
+        }])
+
+    def _wait_for_snapshot(self, other_than=None):
+        """Until the scheduler holds a snapshot of the side database
+        (another one than ``other_than``, by its load time).
+        """
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            snap = view.get_snapshot(timeutils.utcnow())
+            if snap is not None and (other_than is None or
+                                     snap.loaded_at != other_than.loaded_at):
+                return snap
+            time.sleep(0.05)
+        self.fail('the scheduler never loaded its snapshot')
+
+
+class SchedulerOutageTest(SchedulerMixin,
+                          test_host_reservation.HostLeaseMixin,
+                          base.LeaseFunctionalBase):
+
+    COMPUTES = {'host1': BIG, 'host2': BIG, 'host3': SMALL}
 
     def setUp(self):
         super().setUp()
@@ -112,34 +152,6 @@ class SchedulerOutageTest(test_host_reservation.HostLeaseMixin,
         self.assertEqual(['host2'], self._aggregate(
             host_plugin.aggregate_name(self.rid))['hosts'])
         self.assertEqual(['host1'], self._aggregate('freepool')['hosts'])
-
-    def _hints(self, end):
-        return {'reserved': 'True', 'lease_params': jsonutils.dumps({
-            'name': 'l', 'start': 'now',
-            'end': end.strftime('%Y-%m-%dT%H:%M:%S')})}
-
-    def _promise(self, host, start, end, vcpus):
-        """An admitted instance lease's allocation (another project)."""
-        db_api.lease_create(self.lease_db, {
-            'name': 'promise', 'project_id': 'other', 'start_date': start,
-            'end_date': end, 'status': 'PENDING',
-        }, reservations=[{
-            'resource_type': 'virtual:instance', 'status': 'pending',
-            'properties': {'vcpus': vcpus, 'memory_mb': 512, 'disk_gb': 1},
-            'allocations': [{'host': host, 'start_date': start,
-                             'end_date': end, 'vcpus': vcpus,
-                             'memory_mb': 512, 'disk_gb': 1}],
-        }])
-
-    def _wait_for_snapshot(self):
-        """Until the scheduler holds a snapshot of the side database."""
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            snap = view.get_snapshot(timeutils.utcnow())
-            if snap is not None:
-                return snap
-            time.sleep(0.05)
-        self.fail('the scheduler never loaded its snapshot')
 
     def test_no_snapshot(self):
         snapshot.CACHE.invalidate()
