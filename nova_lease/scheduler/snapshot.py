@@ -52,6 +52,7 @@ import time
 
 from oslo_log import log as logging
 from oslo_serialization import jsonutils
+from oslo_utils import timeutils
 
 from nova_lease import calendar
 from nova_lease.db import api as db_api
@@ -176,10 +177,13 @@ class Snapshot(object):
     :ivar host_items: {host: tuple of calendar Items}.
     :ivar items: every calendar Item.
     :ivar version: the :func:`probe` value it is current at.
+    :ivar registered: the hostnames of the host registry (``hosts``
+        table, os-hosts): they take host reservations' work only.
+    :ivar hosts_version: the registry's generation it is current at.
     """
 
     def __init__(self, items=(), reservations=None, version=None,
-                 loaded_at=None, seen=()):
+                 loaded_at=None, seen=(), registered=(), hosts_version=None):
         items = tuple(items)
         self._items = items
         reservations = dict(reservations or {})
@@ -214,6 +218,16 @@ class Snapshot(object):
         # {journal id: (lease id, reservation id)} of the rows above
         # version's low id, already applied.
         self.seen = dict(seen)
+        self.registered = frozenset(registered)
+        self.hosts_version = hosts_version
+
+    def with_registered(self, registered, hosts_version):
+        """This snapshot with another host registry."""
+        new = Snapshot.__new__(Snapshot)
+        new.__dict__.update(self.__dict__)
+        new.registered = frozenset(registered)
+        new.hosts_version = hosts_version
+        return new
 
     @property
     def items(self):
@@ -308,6 +322,8 @@ class Snapshot(object):
         new.version = version
         new.loaded_at = self.loaded_at
         new.seen = dict(seen)
+        new.registered = self.registered
+        new.hosts_version = self.hosts_version
         return new
 
     def __repr__(self):
@@ -396,9 +412,26 @@ def _version(rows, low):
 
 
 def load(db, now):
-    """Read a :class:`Snapshot` of the live promises (one transaction)."""
+    """Read a :class:`Snapshot` of the live promises and of the host
+    registry (one transaction): the full read.
+    """
     with db.reader() as session:
-        return read(session, now)
+        hosts_version, registered = read_registered(session)
+        snap = read(session, now)
+    return snap.with_registered(registered, hosts_version)
+
+
+def read_registered(session):
+    """``(generation, hostnames)`` of the host registry (os-hosts), in
+    the caller's transaction: every registered host's hypervisor
+    hostname and service host.
+    """
+    version = db_api.host_fingerprint(session)
+    names = set()
+    for host in db_api.host_list(session):
+        names.update(name for name in (host['hypervisor_hostname'],
+                                       host.get('service_host')) if name)
+    return version, frozenset(names)
 
 
 def _items(rows):
@@ -454,6 +487,48 @@ def read(session, now, start=None, end=None, hosts=None):
     return Snapshot(items, reservations, version, seen=seen)
 
 
+def read_named(session, now, server=None, ids=()):
+    """A :class:`Snapshot` of what one request names (no version): the
+    live reservations ``ids`` and the one linked to server ``server``,
+    with their allocations. Indexed queries.
+    """
+    ids = set(ids)
+    if server:
+        ids.update(row['id'] for row in db_api.reservation_list(
+            session, resource_id=server))
+    found, allocations = {}, []
+    if ids:
+        for res_row, alloc_row in db_api.live_reservations_with_allocations(
+                session, now, *_DEAD, ids=ids):
+            found[res_row[0]] = res_row
+            if alloc_row is not None:
+                allocations.append(alloc_row)
+    items = _items(allocations)
+    return Snapshot(items, _reservations(found.values(),
+                                         _by_reservation(items)))
+
+
+#: Hosts per query of read_host_items.
+_HOSTS_PER_QUERY = 500
+
+
+def read_host_items(session, now, hosts, start, end, limit):
+    """The calendar Items of the live allocations on ``hosts`` that
+    overlap ``[start, end)`` (``end`` None: forever); None when there are
+    more than ``limit`` of them. Indexed by host and start.
+    """
+    hosts = sorted(hosts)
+    rows = []
+    for k in range(0, len(hosts), _HOSTS_PER_QUERY):
+        rows.extend(itertools.islice(db_api.live_allocation_rows(
+            session, now, *_DEAD, ends_after=max(now, start),
+            start_before=end, hosts=hosts[k:k + _HOSTS_PER_QUERY]),
+            limit + 1 - len(rows)))
+        if len(rows) > limit:
+            return None
+    return _items(rows)
+
+
 def read_changes(session, now, snap):
     """``snap`` brought up to date with the journal (see module doc).
 
@@ -491,63 +566,238 @@ def read_changes(session, now, snap):
                         seen)
 
 
+def probe_all(db, low):
+    """``(journal marker, host registry generation)``: :func:`probe`
+    and the registry's change marker, in one read transaction.
+    """
+    with db.reader() as session:
+        return (db_api.change_probe(session, low, PROBE_MARGIN),
+                db_api.host_fingerprint(session))
+
+
+def refresh(db, now, snap, marker):
+    """``snap`` brought up to date with what ``marker`` (a
+    :func:`probe_all` value) says changed; None when it cannot be (see
+    :func:`read_changes`).
+    """
+    changes, hosts_version = marker
+    with db.reader() as session:
+        if changes != snap.version:
+            snap = read_changes(session, now, snap)
+            if snap is None:
+                return None
+        if hosts_version != snap.hosts_version:
+            version, registered = read_registered(session)
+            snap = snap.with_registered(registered, version)
+    return snap
+
+
+#: Seconds before a failed full read is tried again; doubled after each
+#: failure in a row, up to RETRY_MAX.
+RETRY_FIRST = 2.0
+RETRY_MAX = 120.0
+#: A snapshot older than this fraction of the journal's retention is no
+#: longer brought up to date (the journal rows it would need may have been
+#: pruned): it is only used while the side database cannot be read.
+EXPIRY_FRACTION = 0.75
+#: Seconds between two warnings that the side database cannot be read.
+STALE_LOG_INTERVAL = 60.0
+
+
+class _Slot(object):
+    """The snapshot of one database, and its full read under way."""
+
+    def __init__(self):
+        # Serialises the refreshes (journal patches) and the swap of a
+        # new full read.
+        self.lock = threading.Lock()
+        self.snap = None
+        # When snap was last found current (monotonic).
+        self.current_at = None
+        self.reading = None
+        self.failures = 0
+        self.retry_at = 0.0
+        self.stale_logged_at = None
+
+
 class SnapshotCache(object):
     """One :class:`Snapshot` per database, kept current (see module doc).
 
-    Thread-safe: readers take the current snapshot without a lock; one
-    thread refreshes while the others wait for its result (a refresh is
-    only needed after a change, and a stale snapshot would miss it).
+    Thread-safe, and no request ever waits for a full read:
+
+    * readers take the current snapshot without a lock, after a probe;
+      when the probe moved, one thread patches it from the change journal
+      (milliseconds) while the others wait for its result (a stale
+      snapshot would miss the change);
+    * full reads (the first one, and those due by age) run in a
+      background thread, beside the snapshot in use; the new snapshot is
+      brought up to date with the journal and replaces the old one. A
+      full read that fails keeps the old snapshot (logged; tried again
+      with a back-off);
+    * :meth:`get` answers None while there is no snapshot yet (the caller
+      then reads what it needs for the request itself: see
+      ``nova_lease.scheduler.view``);
+    * when the side database cannot be read, the last snapshot is used
+      as it is (a WARNING tells its age).
     """
 
     def __init__(self):
         self._lock = threading.Lock()
-        self._snapshots = {}
+        self._slots = {}
 
     def invalidate(self):
-        """Forget every snapshot (the next request reloads)."""
+        """Forget every snapshot (a full read starts at the next call)."""
         with self._lock:
-            self._snapshots.clear()
+            self._slots.clear()
 
-    def get(self, db, now, ttl):
-        """The snapshot of ``db``, current at the time of the call.
+    def _slot(self, key):
+        with self._lock:
+            slot = self._slots.get(key)
+            if slot is None:
+                slot = self._slots[key] = _Slot()
+            return slot
 
-        Read in full when older than ``ttl`` seconds (or than half of
-        the journal's retention); ``ttl`` <= 0 reads it at every call.
+    def get(self, db, now, ttl, wait=None):
+        """The snapshot of ``db``, current at the time of the call, or
+        None while there is none yet.
+
+        A full read is started in the background when there is no
+        snapshot, or when it is older than ``ttl`` seconds (or than half
+        of the journal's retention; ``ttl`` <= 0: as soon as the previous
+        full read ended). ``wait``: seconds to wait for the first full
+        read when there is no snapshot (tools and tests; the scheduler
+        never waits).
         """
-        key = str(db.url)
-        max_age = min(ttl, db_api.CHANGE_RETENTION.total_seconds() / 2)
-
-        def young(snap):
-            return (ttl > 0 and snap is not None and
-                    time.monotonic() - snap.loaded_at < max_age)
-
-        snap = self._snapshots.get(key)
-        if young(snap) and probe(db, snap.version[0]) == snap.version:
+        slot = self._slot(str(db.url))
+        snap = slot.snap
+        if snap is None:
+            reading = self._start_full_read(db, slot)
+            if wait is None or reading is None:
+                return None
+            reading.join(wait)
+            snap = slot.snap
+            if snap is None:
+                return None
+        retention = db_api.CHANGE_RETENTION.total_seconds()
+        age = time.monotonic() - snap.loaded_at
+        if ttl <= 0 or age >= min(ttl, retention / 2):
+            self._start_full_read(db, slot)
+        try:
+            marker = probe_all(db, snap.version[0])
+        except Exception as e:
+            return self._stale(slot, snap, e)
+        if age >= retention * EXPIRY_FRACTION:
+            return None
+        if marker == (snap.version, snap.hosts_version):
+            slot.current_at = time.monotonic()
             return snap
-        with self._lock:
-            current = self._snapshots.get(key)
+        with slot.lock:
+            current = slot.snap
+            if current is None:
+                return None
             if current is not snap:
-                # Another thread refreshed it meanwhile: current now?
+                # Refreshed (or read in full) meanwhile: current now?
                 snap = current
-                if young(snap) and \
-                        probe(db, snap.version[0]) == snap.version:
+                try:
+                    marker = probe_all(db, snap.version[0])
+                except Exception as e:
+                    return self._stale(slot, snap, e)
+                if marker == (snap.version, snap.hosts_version):
+                    slot.current_at = time.monotonic()
                     return snap
             started = time.monotonic()
-            updated = None
-            if young(snap):
-                with db.reader() as session:
-                    updated = read_changes(session, now, snap)
-            if updated is not None:
-                snap = updated
-                how = 'Updated'
-            else:
-                snap = load(db, now)
-                how = 'Loaded'
-            self._snapshots[key] = snap
-            LOG.debug('%(how)s %(snap)r in %(ms).1f ms',
-                      {'how': how, 'snap': snap,
+            try:
+                updated = refresh(db, now, snap, marker)
+            except Exception as e:
+                return self._stale(slot, snap, e)
+            if updated is None:
+                # Not the journal it followed (a database restored or
+                # recreated): nothing in it can be trusted.
+                LOG.warning('nova_lease: the change journal of the lease '
+                            'calendar is not the one the scheduler '
+                            'followed (database restored or recreated?): '
+                            'reading it in full')
+                slot.snap = None
+                self._start_full_read(db, slot)
+                return None
+            slot.snap = updated
+            slot.current_at = time.monotonic()
+            LOG.debug('Updated %(snap)r in %(ms).1f ms',
+                      {'snap': updated,
                        'ms': (time.monotonic() - started) * 1000})
-            return snap
+            return updated
+
+    def _stale(self, slot, snap, error):
+        """The last snapshot, when the database cannot be read."""
+        now = time.monotonic()
+        if slot.stale_logged_at is None or \
+                now - slot.stale_logged_at >= STALE_LOG_INTERVAL:
+            slot.stale_logged_at = now
+            current_at = slot.current_at or snap.loaded_at
+            LOG.warning('nova_lease: the side database cannot be read '
+                        '(%(error)s): scheduling with the last snapshot of '
+                        'the lease calendar, read %(age)d s ago, last '
+                        'found current %(current)d s ago; changes made '
+                        'since are not seen until it can be read again',
+                        {'error': error, 'age': now - snap.loaded_at,
+                         'current': now - current_at})
+        return snap
+
+    def _start_full_read(self, db, slot):
+        """Start a full read of ``db`` in the background unless one is
+        under way (or failed too recently); the Thread under way or None.
+        """
+        with self._lock:
+            if slot.reading is not None:
+                return slot.reading
+            if time.monotonic() < slot.retry_at:
+                return None
+            thread = threading.Thread(
+                target=self._full_read, args=(db, slot),
+                name='nova_lease-calendar-read', daemon=True)
+            slot.reading = thread
+        thread.start()
+        return thread
+
+    def _full_read(self, db, slot):
+        started = time.monotonic()
+        try:
+            snap = load(db, timeutils.utcnow())
+            read_ms = (time.monotonic() - started) * 1000
+            with slot.lock:
+                # Bring it up to date with what was committed during the
+                # read (the journal was read first).
+                marker = probe_all(db, snap.version[0])
+                if marker != (snap.version, snap.hosts_version):
+                    snap = refresh(db, timeutils.utcnow(), snap, marker) \
+                        or snap
+                slot.snap = snap
+                slot.current_at = time.monotonic()
+            slot.failures = 0
+            slot.stale_logged_at = None
+            LOG.info('nova_lease: read the lease calendar in full: '
+                     '%(snap)r in %(ms).0f ms',
+                     {'snap': snap, 'ms': read_ms})
+        except Exception:
+            slot.failures += 1
+            delay = min(RETRY_FIRST * 2 ** (slot.failures - 1), RETRY_MAX)
+            slot.retry_at = time.monotonic() + delay
+            old = slot.snap
+            if old is None:
+                kept = ('no snapshot yet: requests are answered from '
+                        'per-request reads of their hosts\' promises, '
+                        'or refused when the database cannot be read')
+            else:
+                kept = ('keeping the snapshot read %d s ago' %
+                        (time.monotonic() - old.loaded_at))
+            LOG.exception('nova_lease: the full read of the lease calendar '
+                          'failed (%(failures)d in a row; next try in '
+                          '%(delay)d s); %(kept)s',
+                          {'failures': slot.failures, 'delay': delay,
+                           'kept': kept})
+        finally:
+            with self._lock:
+                slot.reading = None
 
 
 CACHE = SnapshotCache()

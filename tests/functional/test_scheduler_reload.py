@@ -30,6 +30,7 @@ import threading
 import fixtures
 
 from nova_lease.scheduler import snapshot
+from nova_lease.scheduler import view
 from tests.functional import base
 from tests.functional import test_scheduler_outage
 
@@ -67,14 +68,18 @@ class _SlowLoad(fixtures.Fixture):
 
 
 class _FailingLoad(fixtures.Fixture):
-    """Every full read fails."""
+    """Every full read fails (until ``failing`` is set to False)."""
 
     def _setUp(self):
         self.calls = 0
+        self.failing = True
+        real = snapshot.load
 
         def load(*args, **kwargs):
             self.calls += 1
-            raise RuntimeError('full read failed (test)')
+            if self.failing:
+                raise RuntimeError('full read failed (test)')
+            return real(*args, **kwargs)
 
         self.useFixture(fixtures.MockPatchObject(snapshot, 'load', load))
 
@@ -110,6 +115,21 @@ class SnapshotReloadTest(test_scheduler_outage.SchedulerMixin,
         self.assertTrue(slow.finished.wait(60))
         self._wait_for_snapshot()
 
+    def test_cold_start_refuses_what_it_cannot_check(self):
+        # More promises on the hosts than a request reads for itself:
+        # refused until the snapshot is there, then answered.
+        self.useFixture(fixtures.MockPatchObject(view, 'COLD_READ_LIMIT',
+                                                 0))
+        self._promise('host1', self.T + HOUR, self.T + 3 * HOUR, 1)
+        snapshot.CACHE.invalidate()
+        slow = self.useFixture(_SlowLoad())
+        refused = self._boot(name='refused', wait='ERROR')
+        self.assertIn('No valid host', refused['fault']['message'])
+        self.assertFalse(slow.finished.is_set())
+        slow.release.set()
+        self._wait_for_snapshot()
+        self.assertEqual('host1', self._host(self._boot(name='later')))
+
     def test_requests_are_answered_during_a_full_read(self):
         old = self._wait_for_snapshot()
         slow = self.useFixture(_SlowLoad())
@@ -130,7 +150,7 @@ class SnapshotReloadTest(test_scheduler_outage.SchedulerMixin,
         slow.release.set()
         self.assertTrue(slow.finished.wait(60))
         new = self._wait_for_snapshot(other_than=old)
-        self.assertEqual(1, len(new.reservations))
+        self.assertEqual([8], [item.vcpus for item in new.host_items['host1']])
 
     def test_failed_full_read_keeps_the_old_snapshot(self):
         self._promise('host1', self.T + HOUR, self.T + 3 * HOUR, 8)
@@ -147,5 +167,5 @@ class SnapshotReloadTest(test_scheduler_outage.SchedulerMixin,
                       self.stdlog.logger.output)
 
         # When the database answers again, a new snapshot comes.
-        failing.cleanUp()
+        failing.failing = False
         self._wait_for_snapshot(other_than=old)

@@ -303,9 +303,52 @@ class FilterTest(_Base):
                          view.resolve(spec, self.snap, NOW).kind)
         self.assertEqual([], self.passing([_host('host1')], spec))
 
-    def test_database_down_lets_every_host_pass(self):
+    def test_registered_hosts_take_host_reservations_only(self):
+        # Registered (os-hosts) but in neither aggregate: an operator
+        # took it out of the free pool, or the engine is between steps.
+        self.snap = self.snap.with_registered({'host1'}, ('1', 'x'))
+        hosts = [_host('host1'), _host('host2')]
+        self.assertEqual(['host2'], self.passing(hosts, _spec()))
+        self.assertEqual(['host2'], self.passing(
+            hosts, _spec(_lease_hints(NOW + HOUR), vcpus=1)))
+        request_view = view.view_for(_spec(), fresh=True)
+        self.assertEqual(
+            [(False, 'registered for host reservations (os-hosts)')],
+            request_view.passes([_host('host1')]))
+
+    def _unreadable(self):
+        """No snapshot, and the side database cannot be read."""
+        view.get_snapshot.side_effect = lambda now, conf: None
+        self.useFixture(fixtures.MockPatchObject(
+            view.db_api, 'get_database',
+            side_effect=RuntimeError('database down')))
+
+    def test_calendar_unreadable_fails_closed(self):
+        self._unreadable()
+        hosts = [_host('free', aggregates=['freepool']),
+                 _host('held', aggregates=[_held('hr')]), _host('plain')]
+        # Unleased work: anywhere but the free pool and the reservations'
+        # aggregates (placement decides).
+        self.assertEqual(['plain'], self.passing(hosts, _spec()))
+        # Whatever may be leased: nowhere.
+        for spec in (_spec(_lease_hints(NOW + HOUR), vcpus=1),
+                     _spec({'reservation': 'hr'}),
+                     _spec({'nova_lease_id': 'l1'}, vcpus=1),
+                     _spec({'nova_lease_reservation': 'r1'}, vcpus=1),
+                     _spec({'reserved': 'True'}, vcpus=1)):
+            self.assertEqual([], self.passing(hosts, spec))
+        self.flags.config(group='nova_lease', default_lease=True,
+                          default_lease_exempt_projects=['exempt'])
+        self.assertEqual([], self.passing(hosts, _spec()))
+        self.assertEqual(['plain'], self.passing(
+            hosts, _spec(project='exempt')))
+
+    def test_snapshot_unreadable_fails_closed(self):
         view.get_snapshot.side_effect = RuntimeError('down')
-        self.assertEqual(['host1'], self.passing([_host('host1')], _spec()))
+        hosts = [_host('free', aggregates=['freepool']), _host('plain')]
+        self.assertEqual(['plain'], self.passing(hosts, _spec()))
+        self.assertEqual([], self.passing(
+            hosts, _spec(_lease_hints(NOW + HOUR), vcpus=1)))
 
     def test_host_passes(self):
         self.promise('host1', NOW, NOW + 4 * HOUR)
@@ -343,6 +386,17 @@ class WeigherTest(_Base):
         hosts = [_host('host1'), _host('host2'), _host('host3')]
         self.assertEqual(['host3', 'host2', 'host1'],
                          self.weigh(hosts, _spec(vcpus=1)))
+
+    def test_calendar_unreadable_weighs_zero(self):
+        view.get_snapshot.side_effect = lambda now, conf: None
+        self.useFixture(fixtures.MockPatchObject(
+            view.db_api, 'get_database',
+            side_effect=RuntimeError('database down')))
+        hosts = [_host('host1'), _host('host2')]
+        request_view = view.view_for(_spec(), fresh=True)
+        self.assertEqual([0.0, 0.0], request_view.weights(hosts))
+        self.assertEqual(['host1', 'host2'], sorted(self.weigh(
+            hosts, _spec())))
 
     def test_aggregate_multiplier_overrides(self):
         host = _host('host1')
