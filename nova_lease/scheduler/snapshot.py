@@ -185,22 +185,31 @@ class Snapshot(object):
     def __init__(self, items=(), reservations=None, version=None,
                  loaded_at=None, seen=(), registered=(), hosts_version=None):
         items = tuple(items)
-        self._items = items
         reservations = dict(reservations or {})
         by_reservation = collections.defaultdict(list)
         by_host = collections.defaultdict(list)
         for item in items:
             by_reservation[item.ref].append(item)
             by_host[item.host].append(item)
-        self.allocations = Layered(
-            {k: tuple(v) for k, v in by_reservation.items()})
-        self.host_items = {k: tuple(v) for k, v in by_host.items()}
-        self.calendar = calendar.Calendar.from_host_items(
-            {}, self.host_items) if items else None
         by_lease = collections.defaultdict(list)
         for r in reservations.values():
             by_lease[r.lease_id].append(r.id)
-        self.by_lease = Layered({k: tuple(v) for k, v in by_lease.items()})
+        self._assemble(
+            items, {k: tuple(v) for k, v in by_reservation.items()},
+            {k: tuple(v) for k, v in by_host.items()}, reservations,
+            {k: tuple(v) for k, v in by_lease.items()}, version, loaded_at,
+            seen, registered, hosts_version)
+
+    def _assemble(self, items, allocations, host_items, reservations,
+                  by_lease, version, loaded_at=None, seen=(),
+                  registered=(), hosts_version=None):
+        """Set up from grouped parts (``items`` may be None)."""
+        self._items = items
+        self.allocations = Layered(allocations)
+        self.host_items = host_items
+        self.calendar = calendar.Calendar.from_host_items(
+            {}, host_items) if host_items else None
+        self.by_lease = Layered(by_lease)
         self.reservations = Layered(reservations)
         self.servers = {r.resource_id: r
                         for r in reservations.values()
@@ -478,6 +487,7 @@ def read(session, now, start=None, end=None, hosts=None):
         # is read again at the next refresh (refreshes are idempotent).
         low = db_api.change_probe(session, None, PROBE_MARGIN)[0]
         version, seen = _version(db_api.change_rows(session, low), low)
+        return _read_full(session, now, version, seen)
     items = _items(db_api.live_allocation_rows(
         session, now, *_DEAD, ends_after=max(now, start or now),
         start_before=end, hosts=hosts))
@@ -485,6 +495,69 @@ def read(session, now, start=None, end=None, hosts=None):
         db_api.live_reservation_rows(session, now, *_DEAD),
         _by_reservation(items))
     return Snapshot(items, reservations, version, seen=seen)
+
+
+def _read_full(session, now, version, seen):
+    """Every live promise, in one query (see :func:`read`).
+
+    The scheduler holds it in every process: equal values (hosts,
+    types, statuses, projects, times, sizes) are shared, and the items
+    are grouped while the rows stream in.
+    """
+    strings, times, numbers = {}, {}, {}
+    share_str, share_time, share_int = (strings.setdefault,
+                                        times.setdefault,
+                                        numbers.setdefault)
+    # (_make: without Item.__new__'s defaults and coercion.)
+    make_item = calendar.Item._make
+    make_res = Reservation._make
+    allocations = {}
+    host_items = {}
+    rows = {}
+    for (rid, rtype, resource_id, properties, lease_id, project_id,
+         l_start, l_end, l_status, alloc_id, host, a_start, a_end, vcpus,
+         memory_mb, disk_gb, whole) in db_api.live_reservation_allocation_rows(
+            session, now, *_DEAD):
+        if rid not in rows:
+            rows[rid] = (rid, share_str(rtype, rtype), resource_id,
+                         properties if resource_id else None, lease_id,
+                         share_str(project_id, project_id),
+                         share_time(l_start, l_start),
+                         share_time(l_end, l_end),
+                         share_str(l_status, l_status))
+        if alloc_id is None:
+            continue
+        host = share_str(host, host)
+        item = make_item((host, share_time(a_start, a_start),
+                          share_time(a_end, a_end), share_int(vcpus, vcpus),
+                          share_int(memory_mb, memory_mb),
+                          share_int(disk_gb, disk_gb), bool(whole), rid))
+        group = allocations.get(rid)
+        allocations[rid] = (item,) if group is None else group + (item,)
+        on_host = host_items.get(host)
+        if on_host is None:
+            host_items[host] = [item]
+        else:
+            on_host.append(item)
+    del strings, times, numbers
+    reservations = {}
+    by_lease = {}
+    for (rid, rtype, resource_id, properties, lease_id, project_id, l_start,
+         l_end, l_status) in rows.values():
+        # Sizes matter for the servers linked to a reservation only.
+        size = _size_from(properties, allocations.get(rid, ())) \
+            if resource_id else None
+        reservations[rid] = make_res((rid, lease_id, project_id, rtype,
+                                      resource_id, l_start, l_end, l_status,
+                                      size))
+        group = by_lease.get(lease_id)
+        by_lease[lease_id] = (rid,) if group is None else group + (rid,)
+    del rows
+    snap = Snapshot.__new__(Snapshot)
+    snap._assemble(None, allocations,
+                   {h: tuple(v) for h, v in host_items.items()},
+                   reservations, by_lease, version, seen=seen)
+    return snap
 
 
 def read_named(session, now, server=None, ids=()):
@@ -649,6 +722,12 @@ class SnapshotCache(object):
         """Forget every snapshot (a full read starts at the next call)."""
         with self._lock:
             self._slots.clear()
+
+    def reading(self, db):
+        """Whether a full read of ``db`` runs now (in the background)."""
+        with self._lock:
+            slot = self._slots.get(str(db.url))
+            return slot is not None and slot.reading is not None
 
     def _slot(self, key):
         with self._lock:

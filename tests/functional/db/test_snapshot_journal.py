@@ -244,6 +244,59 @@ class _JournalTests(object):
                 api.sa.select(api.LEASE_CHANGES.c.created_at)).scalars())
         self.assertEqual([NOW], times)
 
+    def test_full_read_equals_the_two_query_read(self):
+        # The full read (one query, values shared) holds what the
+        # windowed read of admission control reads with two.
+        self._lease(name='pending', host='host1')
+        self._lease(name='running', host='host2', status='ACTIVE',
+                    start=NOW - HOUR, resource_id='server-1')
+        self._lease(name='ended', start=NOW - 3 * HOUR, end=NOW - HOUR)
+        dead = self._lease(name='dead', host='host3')
+        api.reservation_update(self.db, dead['reservations'][0]['id'],
+                               {'status': 'deleted'})
+        api.lease_create(self.db, {
+            'name': 'hosts', 'project_id': 'q', 'start_date': NOW - HOUR,
+            'end_date': NOW + 5 * HOUR, 'status': 'ACTIVE'},
+            reservations=[{
+                'resource_type': 'physical:host', 'status': 'active',
+                'allocations': [{
+                    'host': host, 'start_date': NOW - HOUR,
+                    'end_date': NOW + 5 * HOUR, 'whole_host': True}
+                    for host in ('host4', 'host5')]}, {
+                'resource_type': 'virtual:instance', 'status': 'active',
+                'resource_id': 'server-2',
+                'properties': {'vcpus': 1, 'memory_mb': 256,
+                               'disk_gb': 2}}])
+        # An allocation that ended, in a live lease.
+        api.lease_create(self.db, {
+            'name': 'moved', 'project_id': 'p', 'start_date': NOW - HOUR,
+            'end_date': NOW + HOUR, 'status': 'ACTIVE'},
+            reservations=[{
+                'resource_type': 'virtual:instance', 'status': 'active',
+                'resource_id': 'server-3',
+                'allocations': [{
+                    'host': 'host1', 'start_date': NOW - HOUR,
+                    'end_date': NOW, 'vcpus': 3}]}])
+        full = snapshot.load(self.db, NOW)
+        with self.db.reader() as session:
+            two = snapshot.read(session, NOW, start=NOW)
+        self.assertEqual(sorted(two.items), sorted(full.items))
+        self.assertEqual(dict(two.reservations), dict(full.reservations))
+        self.assertEqual(two.servers, full.servers)
+        self.assertEqual(two.server_rows, full.server_rows)
+        self.assertEqual({k: sorted(v) for k, v in two.allocations.items()},
+                         {k: sorted(v) for k, v in full.allocations.items()})
+        self.assertEqual({k: sorted(v) for k, v in two.host_items.items()},
+                         {k: sorted(v) for k, v in full.host_items.items()})
+        self.assertEqual({k: sorted(v) for k, v in two.by_lease.items()},
+                         {k: sorted(v) for k, v in full.by_lease.items()})
+        self.assertEqual({'server-1', 'server-2', 'server-3'},
+                         set(full.servers))
+        self.assertEqual(['host1', 'host2', 'host4', 'host5'],
+                         sorted(full.host_items))
+        self.assertEqual(calendar.Demand(1, 256, 2),
+                         full.servers['server-2'].size)
+
     def _wait_for_another(self, old, ttl):
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
