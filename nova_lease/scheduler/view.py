@@ -323,7 +323,7 @@ def host_loads(host_states, snap, now, reserved):
             instances = hs.instances
             if not instances:
                 continue
-            for uuid in [u for u in instances if u in servers]:
+            for uuid in instances.keys() & servers.keys():
                 row = rows.get(uuid)
                 if row is None:
                     # Size unknown to the lease: the Instance may tell.
@@ -350,18 +350,26 @@ def host_loads(host_states, snap, now, reserved):
                                  l_end, l_size)
 
 
-def aggregate_marks(host_state, conf=CONF):
+_NO_MARKS = (False, frozenset())
+
+
+def aggregate_marks(host_state, conf=CONF, freepool=None):
     """``(in the free pool?, {reservation ids})`` of a HostState.
 
     The reservation ids are those of the host reservations whose
     aggregate (metadata :data:`RESERVATION_KEY`) holds the host: from the
     engine's start of the lease to its end. No I/O: Nova keeps the
-    HostStates' aggregates up to date.
+    HostStates' aggregates up to date. ``freepool``: the free pool
+    aggregate's name (default: ``[nova_lease] freepool_aggregate``).
     """
-    name = conf.nova_lease.freepool_aggregate
+    aggregates = host_state.aggregates
+    if not aggregates:
+        return _NO_MARKS
+    name = conf.nova_lease.freepool_aggregate if freepool is None \
+        else freepool
     free = False
     held_for = set()
-    for agg in host_state.aggregates or ():
+    for agg in aggregates:
         if getattr(agg, 'name', None) == name:
             free = True
         rid = (getattr(agg, 'metadata', None) or {}).get(RESERVATION_KEY)
@@ -383,12 +391,13 @@ def _registered(host_state, registered):
         host_state.host in registered or host_key(host_state) in registered)
 
 
-def _aggregate_rule(req, host_state, conf, registered=()):
+def _aggregate_rule(req, host_state, freepool, registered=()):
     """Why ``host_state`` cannot take ``req`` whatever the calendar says
-    (None if it may): the rules of the free pool, of the host
-    reservations' aggregates and of the registered hosts. No I/O.
+    (None if it may): the rules of the free pool (aggregate
+    ``freepool``), of the host reservations' aggregates and of the
+    registered hosts. No I/O.
     """
-    free, held_for = aggregate_marks(host_state, conf)
+    free, held_for = aggregate_marks(host_state, freepool=freepool)
     if (held_for or req.kind == HOST_RESERVATION) and \
             req.reservation not in held_for:
         # A host in a reservation's aggregate is the owner's until the
@@ -480,13 +489,14 @@ class RequestView(object):
         result = [None] * len(host_states)
         todo = []
         registered = self.snap.registered
+        freepool = self.conf.nova_lease.freepool_aggregate
         for k, hs in enumerate(host_states):
             if req.allowed is not None and not (
                     {host_key(hs), hs.host} & req.allowed):
                 result[k] = (False, '%s may only use %s' % (
                     req.why, ', '.join(sorted(req.allowed)) or 'no host'))
                 continue
-            why = _aggregate_rule(req, hs, self.conf, registered)
+            why = _aggregate_rule(req, hs, freepool, registered)
             if why is not None:
                 result[k] = (False, why)
             else:
@@ -532,6 +542,18 @@ def _remember(spec_obj, view):
             if len(_VIEWS) >= _MAX_VIEWS:
                 _VIEWS.clear()
         _VIEWS[id(spec_obj)] = (weakref.ref(spec_obj), view)
+
+
+def _forget_finished():
+    """Drop the views of requests that are over (their RequestSpec is
+    gone), and with them the snapshots they hold.
+    """
+    with _VIEWS_LOCK:
+        for key in [k for k, (ref, _v) in _VIEWS.items() if ref() is None]:
+            del _VIEWS[key]
+
+
+snapshot.CACHE.add_retire_hook(_forget_finished)
 
 
 def _recall(spec_obj):
@@ -588,6 +610,28 @@ def maybe_leased(spec_obj, conf=CONF):
         project not in group.default_lease_exempt_projects
 
 
+#: Seconds between two warnings of one kind (cold start, closed).
+WARN_INTERVAL = 60.0
+_warned = {}
+
+
+def _warn(kind, msg, args):
+    """LOG.warning at most once per WARN_INTERVAL for each ``kind``."""
+    now = time.monotonic()
+    last = _warned.get(kind)
+    if last is None or now - last >= WARN_INTERVAL:
+        _warned[kind] = now
+        LOG.warning(msg, args)
+
+
+def _warn_closed(error):
+    _warn('closed', 'nova_lease: the side database cannot be read '
+          '(%(error)s) and the scheduler has no snapshot of the lease '
+          'calendar: requests that may be leased are refused, the others '
+          'kept off the free pool and the host reservations\' aggregates',
+          {'error': error})
+
+
 class ClosedView(object):
     """A request when the lease calendar cannot be read at all (no
     snapshot and no side database): fail closed.
@@ -612,9 +656,10 @@ class ClosedView(object):
     def passes(self, host_states):
         """[(bool, reason)] per HostState."""
         req = self.request
+        freepool = self.conf.nova_lease.freepool_aggregate
         out = []
         for hs in host_states:
-            why = _aggregate_rule(req, hs, self.conf)
+            why = _aggregate_rule(req, hs, freepool)
             if why is None and req.allowed is not None:
                 why = ('the lease calendar cannot be read: leased and '
                        'host reservation requests wait for it')
@@ -663,10 +708,7 @@ class ColdView(object):
             self._own = own
         except Exception as e:
             self._closed.reason = str(e)
-            LOG.warning('nova_lease: the side database cannot be read '
-                        '(%s) and the scheduler has no snapshot of the '
-                        'lease calendar yet: leased requests are refused, '
-                        'unleased ones kept off the registered hosts', e)
+            _warn_closed(e)
 
     def _view_for(self, host_states):
         if self._own is None:
@@ -695,18 +737,16 @@ class ColdView(object):
                         COLD_READ_LIMIT)
                     how = 'over the request\'s interval'
         except Exception as e:
-            LOG.warning('nova_lease: the side database cannot be read '
-                        '(%s) and the scheduler has no snapshot of the '
-                        'lease calendar yet: leased requests are refused, '
-                        'unleased ones kept off the registered hosts', e)
+            _warn_closed(e)
             self._own = None
             return self._closed
         if items is None:
-            LOG.warning('nova_lease: the lease calendar is being read; '
-                        'until then this request (%(why)s) is refused: '
-                        'more than %(limit)d promises on its %(n)d hosts',
-                        {'why': req.why, 'limit': COLD_READ_LIMIT,
-                         'n': len(keys)})
+            _warn('refused', 'nova_lease: the lease calendar is being '
+                  'read; until then requests are refused when their hosts '
+                  'hold more than %(limit)d promises over their interval '
+                  '(this one: %(why)s, %(n)d hosts)',
+                  {'why': req.why, 'limit': COLD_READ_LIMIT,
+                   'n': len(keys)})
             self._view = _Refused(req, self.conf, registered)
         else:
             own = self._own
@@ -744,9 +784,10 @@ class _Refused(object):
         self.registered = registered
 
     def passes(self, host_states):
+        freepool = self.conf.nova_lease.freepool_aggregate
         out = []
         for hs in host_states:
-            why = _aggregate_rule(self.request, hs, self.conf,
+            why = _aggregate_rule(self.request, hs, freepool,
                                   self.registered)
             out.append((False, why or 'too many promises to check without '
                                       'the snapshot, which is being read'))

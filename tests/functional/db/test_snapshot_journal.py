@@ -331,6 +331,29 @@ class _JournalTests(object):
         new = self._wait_for_another(first, 10 ** 9)
         self._same_as_full_load(new)
 
+    def test_replaced_snapshot_is_taken_apart_once_unused(self):
+        # Freed a bit at a time by the background thread, once no request
+        # uses it (or a version of it) any more.
+        self._lease(name='a')
+        self._lease(name='b', host='host2')
+        self.patch(snapshot, 'RETIRE_POLL', 0.01)
+        first = self._first()
+        parts = first._parts()
+        in_use = self.cache.get(self.db, NOW, TTL)
+        self.assertIs(first, in_use)
+        first.loaded_at -= TTL
+        new = self._wait_for_another(first, TTL)
+        self.assertEqual(2, len(new.reservations))
+        time.sleep(0.2)
+        self.assertTrue(all(parts[1::2][:3]))   # the shared bases
+        self.assertEqual(2, len(in_use.reservations))
+        del first, in_use
+        deadline = time.monotonic() + 30
+        while any(parts) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        self.assertFalse(any(parts))
+        self._same_as_full_load(self.cache.get(self.db, NOW, TTL))
+
     def test_expired_snapshot_is_not_used(self):
         # Older than 3/4 of the retention, the journal rows it would need
         # may be pruned: no snapshot until the new full read is there.
