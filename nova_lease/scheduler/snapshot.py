@@ -349,8 +349,15 @@ class Snapshot(object):
 
     @property
     def items(self):
-        return tuple(map(_make_item, itertools.chain.from_iterable(
-            self._hosts.values())))
+        """Every calendar Item (made once, when first asked for:
+        admission control; the scheduler does not ask).
+        """
+        items = self.__dict__.get('_items')
+        if items is None:
+            items = self._items = tuple(map(
+                _make_item, itertools.chain.from_iterable(
+                    self._hosts.values())))
+        return items
 
     def patched(self, rids, reservations, items, version, seen):
         """A new Snapshot where reservations ``rids`` are as read again.
