@@ -586,7 +586,7 @@ LEASE_HINTS = ('lease_params', 'reservation', 'nova_lease_id',
 #: Most allocations a request reads for itself while the scheduler has no
 #: snapshot (cold start): past it, the request is refused until the
 #: snapshot is there.
-COLD_READ_LIMIT = 10000
+COLD_READ_LIMIT = 2000
 
 
 def maybe_leased(spec_obj, conf=CONF):
