@@ -499,14 +499,14 @@ def _server_row(raw, allocations):
 
     (start, end, vcpus, memory_mb, disk_gb, host, allocation start,
     allocation end) from its raw reservation and its reservation's
-    allocation in ``allocations`` (raw items; host None when it has
-    none); None when the size is unknown.
+    allocation in ``allocations`` (raw items; host None and times 0 when
+    it has none); None when the size is unknown.
     """
     size = raw[8]
     if size is None:
         return None
     to_us = calendar._to_us
-    host = a_start = a_end = None
+    host, a_start, a_end = None, 0, 0
     group = allocations.get(raw[0])
     if group is not None:
         # An instance reservation has one allocation.

@@ -318,36 +318,69 @@ def host_loads(host_states, snap, now, reserved):
     servers = snap.servers
     if servers:
         rows = snap.server_rows
-        now_us = calendar._to_us(now)
+        rows_get = rows.get
+        server_keys = servers.keys()
+        found_k, found_rows = [], []
         for k, hs in enumerate(host_states):
             instances = hs.instances
             if not instances:
                 continue
-            for uuid in instances.keys() & servers.keys():
-                row = rows.get(uuid)
-                if row is None:
-                    # Size unknown to the lease: the Instance may tell.
-                    entry = leased_entry(servers[uuid], keys[k],
-                                         _instance_size(instances[uuid]),
-                                         snap, now)
-                    if entry is not None:
-                        end, size = entry
-                        l_own.append(k)
-                        l_end.append(calendar._to_us(end))
-                        l_size.append(size[:3])
+            found = instances.keys() & server_keys
+            if not found:
+                continue
+            for uuid in found:
+                row = rows_get(uuid)
+                if row is not None:
+                    found_k.append(k)
+                    found_rows.append(row)
                     continue
-                start_us, end_us, v, m, d, a_host, a_start, a_end = row
-                if end_us <= now_us:
-                    continue
-                if start_us > now_us:
-                    end_us = start_us
-                elif a_host == keys[k] and a_start <= now_us < a_end:
-                    end_us = now_us
-                l_own.append(k)
-                l_end.append(end_us)
-                l_size.append((v, m, d))
+                # Size unknown to the lease: the Instance may tell.
+                entry = leased_entry(servers[uuid], keys[k],
+                                     _instance_size(instances[uuid]),
+                                     snap, now)
+                if entry is not None:
+                    end, size = entry
+                    l_own.append(k)
+                    l_end.append(calendar._to_us(end))
+                    l_size.append(size[:3])
+        if found_rows:
+            own, until, size = _leased_rows(found_k, found_rows, keys,
+                                            calendar._to_us(now))
+            return fit.Loads.from_arrays(
+                keys, cap, used, np.ones(n, bool),
+                np.concatenate((np.asarray(l_own, np.int64), own)),
+                np.concatenate((np.asarray(l_end, np.int64), until)),
+                np.concatenate((np.asarray(l_size, np.int64).reshape(-1, 3),
+                                size)))
     return fit.Loads.from_arrays(keys, cap, used, np.ones(n, bool), l_own,
                                  l_end, l_size)
+
+
+def _leased_rows(owners, rows, keys, now_us):
+    """(host positions, ends, sizes (n, 3)) of running leased servers of
+    known size, as the Loads columns take them.
+
+    ``rows``: their snapshot rows (see snapshot._server_row), on the
+    hosts at positions ``owners``. Each counts until its lease ends; one
+    built before its lease starts until the start (it is shelved then);
+    one whose allocation on this host covers now stops counting now (the
+    allocation holds its capacity). Vectorised: thousands of them run in
+    a big cloud.
+    """
+    (start, end, vcpus, memory, disk, a_host, a_start,
+     a_end) = zip(*rows)
+    own = np.array(owners, np.int64)
+    start = np.array(start, np.int64)
+    end = np.array(end, np.int64)
+    a_start = np.array(a_start, np.int64)
+    a_end = np.array(a_end, np.int64)
+    here = np.array(a_host, object) == np.array(keys, object)[own]
+    until = np.where(start > now_us, start,
+                     np.where(here & (a_start <= now_us) & (now_us < a_end),
+                              now_us, end))
+    keep = end > now_us
+    size = np.array((vcpus, memory, disk), np.int64).T
+    return own[keep], until[keep], size[keep]
 
 
 _NO_MARKS = (False, frozenset())

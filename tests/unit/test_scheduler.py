@@ -16,6 +16,7 @@ tests/functional/test_admission_db.py and test_scheduling.py).
 """
 
 import datetime
+import random
 
 import fixtures
 import nova.conf
@@ -407,3 +408,61 @@ class WeigherTest(_Base):
 
 
 _SEC = datetime.timedelta(seconds=1)
+
+
+def _reference_leased(host_states, snap, now):
+    """Running leased servers, one by one (doc/scheduling.rst, "Demand
+    over time"): [(host position, end, (vcpus, memory_mb, disk_gb))].
+    """
+    out = []
+    for k, hs in enumerate(host_states):
+        for uuid, inst in (hs.instances or {}).items():
+            res = snap.servers.get(uuid)
+            if res is None:
+                continue
+            size = res.size or view._instance_size(inst)
+            entry = view.leased_entry(res, view.host_key(hs), size, snap,
+                                      now)
+            if entry is not None:
+                out.append((k, calendar._to_us(entry[0]),
+                            tuple(entry[1][:3])))
+    return sorted(out)
+
+
+class HostLoadsTest(testtools.TestCase):
+
+    def test_vectorised_equals_one_by_one(self):
+        rng = random.Random(7)
+        hosts = ['host%d' % k for k in range(6)]
+        for _round in range(30):
+            items, reservations, instances = [], {}, {}
+            for n in range(rng.randrange(0, 40)):
+                rid, uuid = 'r%d' % n, 's%d' % n
+                start = NOW + rng.randrange(-5, 4) * HOUR
+                end = start + rng.randrange(1, 6) * HOUR
+                vcpus = rng.randrange(1, 4)
+                sized = rng.random() < 0.8
+                reservations[rid] = snapshot.Reservation(
+                    rid, 'l' + rid, 'p', snapshot.INSTANCE, uuid, start,
+                    end, 'ACTIVE',
+                    calendar.Demand(vcpus, 256, 1) if sized else None)
+                if rng.random() < 0.7:
+                    items.append(calendar.Item(
+                        rng.choice(hosts), start - rng.randrange(2) * HOUR,
+                        end, vcpus, 256, 1, False, rid))
+                if rng.random() < 0.8:
+                    instances.setdefault(rng.choice(hosts), []).append(
+                        objects.Instance(uuid=uuid, vcpus=vcpus,
+                                         memory_mb=256, root_gb=1,
+                                         ephemeral_gb=0))
+            for k in range(5):
+                instances.setdefault(rng.choice(hosts), []).append(
+                    objects.Instance(uuid='unleased-%d' % k, vcpus=1,
+                                     memory_mb=256, root_gb=1,
+                                     ephemeral_gb=0))
+            snap = snapshot.Snapshot(items, reservations)
+            states = [_host(h, instances=instances.get(h)) for h in hosts]
+            loads = view.host_loads(states, snap, NOW, (0, 0, 0))
+            got = sorted(zip(loads.l_own.tolist(), loads.l_end.tolist(),
+                             map(tuple, loads.l_size.T.tolist())))
+            self.assertEqual(_reference_leased(states, snap, NOW), got)
