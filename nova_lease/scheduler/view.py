@@ -643,6 +643,10 @@ def maybe_leased(spec_obj, conf=CONF):
         project not in group.default_lease_exempt_projects
 
 
+# {database: hosts} whose allocations, all of them, were too many to
+# read for a request at cold start (see ColdView).
+_COLD_OVERFLOW = {}
+
 #: Seconds between two warnings of one kind (cold start, closed).
 WARN_INTERVAL = 60.0
 _warned = {}
@@ -760,9 +764,16 @@ class ColdView(object):
             db = db_api.get_database(self.conf)
             with db.reader() as session:
                 _version, registered = snapshot.read_registered(session)
-                items = snapshot.read_host_items(
-                    session, self.now, keys, self.now, None,
-                    COLD_READ_LIMIT)
+                items = None
+                overflow = _COLD_OVERFLOW.get(str(db.url))
+                if overflow is None or not keys >= overflow:
+                    items = snapshot.read_host_items(
+                        session, self.now, keys, self.now, None,
+                        COLD_READ_LIMIT)
+                    if items is None:
+                        # More hosts hold even more: not read again
+                        # until the snapshot is there.
+                        _COLD_OVERFLOW[str(db.url)] = frozenset(keys)
                 how = 'all'
                 if items is None and req.end is not None:
                     items = snapshot.read_host_items(
@@ -847,8 +858,12 @@ def view_for(spec_obj, fresh, conf=CONF):
     now = timeutils.utcnow()
     try:
         snap = get_snapshot(now, conf)
-        view = RequestView(spec_obj, snap, now, conf) \
-            if snap is not None else ColdView(spec_obj, now, conf)
+        if snap is not None:
+            view = RequestView(spec_obj, snap, now, conf)
+            if _COLD_OVERFLOW:
+                _COLD_OVERFLOW.clear()
+        else:
+            view = ColdView(spec_obj, now, conf)
     except Exception as e:
         LOG.exception('nova_lease: cannot read the lease calendar; '
                       'failing closed')

@@ -43,6 +43,8 @@ class _ColdTests(object):
                      freepool_aggregate='freepool')
         timeutils.set_time_override(NOW)
         self.addCleanup(timeutils.clear_time_override)
+        view._COLD_OVERFLOW.clear()
+        self.addCleanup(view._COLD_OVERFLOW.clear)
         self._instance_lease('host1', NOW + HOUR, NOW + 3 * HOUR, 4)
         self._instance_lease('host2', NOW + 2 * HOUR, NOW + 5 * HOUR, 2)
         # A started lease whose server is shelved: its unshelve.
@@ -118,10 +120,19 @@ class _ColdTests(object):
     def test_too_many_promises_are_refused(self):
         self.useFixture(fixtures.MockPatchObject(view, 'COLD_READ_LIMIT',
                                                  1))
+        reads = []
+        real = snapshot.read_host_items
+        self.useFixture(fixtures.MockPatchObject(
+            snapshot, 'read_host_items',
+            lambda *args: reads.append(args[4]) or real(*args)))
         for spec in self._specs()[:4]:
             self.assertEqual(
                 [], [ok for ok, _why in view.ColdView(
                     spec, NOW, CONF).passes(self.hosts) if ok])
+        # All of the hosts' allocations are read once; then only those
+        # over a leased request's interval.
+        self.assertEqual([None, NOW + HOUR / 2, NOW + 150 * unit._SEC * 60],
+                         reads)
         # A host without promises: read, and answered.
         spec = unit._spec(vcpus=1)
         self.assertEqual([(True, None)], view.ColdView(
