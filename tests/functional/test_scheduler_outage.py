@@ -191,3 +191,14 @@ class SchedulerOutageTest(SchedulerMixin,
         self.assertIn('scheduling with the last snapshot of the lease '
                       'calendar, read', log)
         self.assertRegex(log, r'read \d+ s ago')
+
+    def test_registered_host_outside_the_aggregates(self):
+        # An operator takes host1 out of the free pool (Nova's aggregate
+        # API): still registered, it takes no unleased work, also while
+        # the database cannot be read (the snapshot knows the registry).
+        freepool = self._aggregate('freepool')
+        self.admin_api.remove_host_from_aggregate(freepool['id'], 'host1')
+        self._wait_for_snapshot()
+        self.useFixture(SchedulerDatabaseOutage())
+        unleased = [self._boot(name='unleased-%d' % n) for n in range(3)]
+        self.assertEqual(['host3'] * 3, [self._host(s) for s in unleased])
