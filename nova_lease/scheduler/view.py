@@ -564,25 +564,31 @@ class RequestView(object):
 _VIEWS = {}
 _VIEWS_LOCK = threading.Lock()
 _MAX_VIEWS = 256
+#: Seconds a view is kept for the weigher: it runs right after the filter.
+_VIEW_LIFE = 10.0
 
 
 def _remember(spec_obj, view):
     with _VIEWS_LOCK:
         if len(_VIEWS) >= _MAX_VIEWS:
-            for key in [k for k, (ref, _v) in _VIEWS.items()
+            for key in [k for k, (ref, _v, _t) in _VIEWS.items()
                         if ref() is None]:
                 del _VIEWS[key]
             if len(_VIEWS) >= _MAX_VIEWS:
                 _VIEWS.clear()
-        _VIEWS[id(spec_obj)] = (weakref.ref(spec_obj), view)
+        _VIEWS[id(spec_obj)] = (weakref.ref(spec_obj), view,
+                                time.monotonic())
 
 
 def _forget_finished():
     """Drop the views of requests that are over (their RequestSpec is
-    gone), and with them the snapshots they hold.
+    gone, or the view is older than _VIEW_LIFE), and with them the
+    snapshots they hold.
     """
+    oldest = time.monotonic() - _VIEW_LIFE
     with _VIEWS_LOCK:
-        for key in [k for k, (ref, _v) in _VIEWS.items() if ref() is None]:
+        for key in [k for k, (ref, _v, made) in _VIEWS.items()
+                    if ref() is None or made < oldest]:
             del _VIEWS[key]
 
 
