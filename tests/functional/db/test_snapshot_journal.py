@@ -354,6 +354,32 @@ class _JournalTests(object):
         self.assertFalse(any(parts))
         self._same_as_full_load(self.cache.get(self.db, NOW, TTL))
 
+    def test_failed_full_reads_back_off(self):
+        calls = []
+        real = snapshot.load
+
+        def failing(*args):
+            calls.append(time.monotonic())
+            if len(calls) < 3:
+                raise RuntimeError('full read failed (test)')
+            return real(*args)
+
+        self.patch(snapshot, 'load', failing)
+        self.patch(snapshot, 'RETRY_FIRST', 0.2)
+        self.assertIsNone(self.cache.get(self.db, NOW, TTL, wait=60))
+        # Not tried again before the back-off: 0.2 s, then 0.4 s.
+        self.assertIsNone(self.cache.get(self.db, NOW, TTL, wait=60))
+        self.assertEqual(1, len(calls))
+        deadline = time.monotonic() + 30
+        snap = None
+        while snap is None and time.monotonic() < deadline:
+            snap = self.cache.get(self.db, NOW, TTL, wait=60)
+            time.sleep(0.01)
+        self.assertIsNotNone(snap)
+        self.assertEqual(3, len(calls))
+        self.assertGreaterEqual(calls[1] - calls[0], 0.2)
+        self.assertGreaterEqual(calls[2] - calls[1], 0.4)
+
     def test_expired_snapshot_is_not_used(self):
         # Older than 3/4 of the retention, the journal rows it would need
         # may be pruned: no snapshot until the new full read is there.
