@@ -12,35 +12,57 @@
 
 """Cost of LeaseFilter + LeaseWeigher against Nova's default filters.
 
-Builds 1,000 ``nova.scheduler.host_manager.HostState`` objects (64 vcpus,
-256 GB RAM, 2 TB disk each, with 30 servers each, a third of them leased)
-and a side database (SQLite file) holding N instance reservations (default
-100,000), each with one allocation on a random host over the next 30 days;
-10 % of them are leases that have started, whose server runs on its host.
-Then, in the same run, for one request (a 4-vcpu flavor leased for 6 h
-through the ``lease_params`` hint):
+Builds --hosts (default 1,000) ``nova.scheduler.host_manager.HostState``
+objects (64 vcpus, 256 GB RAM, 2 TB disk each, with 30 servers each, up
+to a third of them leased) and a side database (SQLite file) holding N
+instance reservations (default 100,000), each with one allocation on a
+random host over the next 30 days; 10 % of them are leases that have
+started, whose server runs on its host. 5 % of the hosts are registered
+(os-hosts) in the free pool aggregate, with two future host leases each
+(whole-host allocations), and 5 % are in the aggregates of started host
+reservations (five hosts per reservation, whole-host allocations over
+[now - 1 day, now + 2 days)); instance allocations use the other hosts,
+as admission does. The database is filled in a child process (its memory
+is not counted) and kept in --db-dir (reused by later runs with the same
+hosts, size and seed) when given.
+
+Then, in the same run, for one request (a 4-vcpu flavor leased for 6 h:
+its lease is in the database and the request carries the
+``lease_params`` hint and the lease's ``nova_lease_id``):
 
 * ``nova_default_ms``: Nova's default ``enabled_filters`` plus its default
-  ``weight_classes`` (all weighers) over the 1,000 hosts, through Nova's
+  ``weight_classes`` (all weighers) over the hosts, through Nova's
   own filter and weight handlers;
-* ``lease_ms``: LeaseFilter + LeaseWeigher over the same hosts, snapshot
-  load included, for a request that must first bring the snapshot up to
-  date after a change: each timed request follows one change made
-  through nova_lease.db.api's writers (which write the change journal),
-  in turn a lease admitted (``lease_create`` with its allocation) and a
-  lease's end moved (``lease_update`` + ``allocation_update``). The
-  median of both kinds; ``ratio = lease_ms / nova_default_ms``;
+* ``lease_ms``: LeaseFilter + LeaseWeigher over the same hosts, for a
+  request that must first bring the snapshot up to date after a
+  change: each timed request follows one change made through
+  nova_lease.db.api's writers (which write the change journal), in turn
+  a lease admitted (``lease_create`` with its allocation) and a lease's
+  end moved (``lease_update`` + ``allocation_update``). The median of
+  both kinds; ``ratio = lease_ms / nova_default_ms``;
 * ``lease_after_admission_ms``, ``lease_after_end_move_ms``: the same
   per kind of change; ``lease_after_change_p90_ms``: the 90th
   percentile of both; ``refresh_ms``: the snapshot refresh alone (probe,
   journal, re-read reservations, patched snapshot and calendar);
 * ``lease_steady_ms``: the cached path (the probe finds the snapshot
   current: what every request pays between two changes);
+  ``steady_ratio`` is it over ``nova_default_ms``;
 * ``unleased_lease_ms``: the same for a request without a lease;
-* ``cold_load_ms``: the first request after the scheduler starts (the
-  snapshot read in full: SQL read plus calendar build); paid once, and
-  again every ``scheduler_snapshot_ttl`` (the safety net);
-* ``snapshot_load_ms``: that full read alone.
+* ``lease_during_reload_ms``: a request while a full read of the
+  snapshot runs in the background (the scheduler's threads share the
+  interpreter with it), median; ``lease_during_reload_max_ms`` the
+  slowest of them (requests run back to back during the read and the
+  retirement of the old snapshot);
+* ``cold_request_ms``: a request at cold start (the scheduler has no
+  snapshot yet: the request reads its hosts' promises itself, or is
+  refused when there are more than ``view.COLD_READ_LIMIT``);
+  ``cold_request_hosts`` how many hosts passed it;
+* ``cold_load_ms``: from the cold start until the first snapshot is in
+  use (its full read, in the background); ``snapshot_load_ms``: a full
+  read alone (SQL read plus calendar build);
+* ``snapshot_rss_mb``: the resident memory one snapshot adds to the
+  process; ``peak_rss_mb``: the process's peak resident memory (host
+  states, snapshots, and two snapshots side by side during a reload).
 
 Times are medians of --repeat runs (the Nova and the after-change
 samples interleaved, so that both see the same machine load). Each
@@ -49,15 +71,19 @@ samples interleaved, so that both see the same machine load). Each
 ``lease_ms`` under ``lease_ms_by_reservations``.
 
     python benchmarks/scheduler.py [--sizes 10000,100000,1000000]
+        [--hosts 1000] [--repeat 20] [--db-dir DIR]
 """
 
 import argparse
 import datetime
+import gc
 import json
 import os
 import random
+import resource
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -78,6 +104,7 @@ from nova_lease.db import api as db_api  # noqa: E402
 from nova_lease.db import migration  # noqa: E402
 from nova_lease.scheduler import filters as lease_filters  # noqa: E402
 from nova_lease.scheduler import snapshot  # noqa: E402
+from nova_lease.scheduler import view  # noqa: E402
 from nova_lease.scheduler import weights as lease_weights  # noqa: E402
 
 CONF = nova.conf.CONF
@@ -85,14 +112,48 @@ HOSTS = 1000
 SERVERS_PER_HOST = 30
 NOW = datetime.datetime(2030, 1, 1)
 HOUR_ = datetime.timedelta(hours=1)
+DAY = datetime.timedelta(days=1)
 SEED = 42
+#: Fractions of the hosts in the free pool and in host reservations.
+FREEPOOL_SHARE = 0.05
+HELD_SHARE = 0.05
+HOSTS_PER_HOST_LEASE = 5
+FREEPOOL = 'freepool'
 
 
-def _host_states(rng, leased_by_host):
+def _name(k):
+    return 'host%05d' % k
+
+
+def _rss_mb():
+    with open('/proc/self/statm') as f:
+        return int(f.read().split()[1]) * os.sysconf('SC_PAGE_SIZE') / 2.0**20
+
+
+def _peak_rss_mb():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def _host_states(hosts, layout):
+    """HostStates of the hosts, with their servers and aggregates."""
     states = []
     cell = uuidutils.generate_uuid()
-    for k in range(HOSTS):
-        name = 'host%04d' % k
+    leased_by_host = layout['leased_by_host']
+    freepool = set(layout['freepool'])
+    aggregates = {}
+    if freepool:
+        agg = objects.Aggregate(id=1, name=FREEPOOL, hosts=sorted(freepool),
+                                metadata={})
+        for host in freepool:
+            aggregates[host] = [agg]
+    for n, (rid, members) in enumerate(sorted(layout['held'].items())):
+        agg = objects.Aggregate(id=n + 2, name='reservation-' + rid,
+                                hosts=members,
+                                metadata={view.RESERVATION_KEY: rid})
+        for host in members:
+            aggregates[host] = [agg]
+    for k in range(hosts):
+        name = _name(k)
         hs = host_manager.HostState(name, name, cell)
         hs.uuid = uuidutils.generate_uuid()
         hs.vcpus_total = 64
@@ -108,7 +169,7 @@ def _host_states(rng, leased_by_host):
         hs.stats = {}
         hs.limits = {}
         hs.updated = NOW
-        hs.aggregates = []
+        hs.aggregates = aggregates.get(name, [])
         hs.service = host_manager.ReadOnlyDict({
             'host': name, 'binary': 'nova-compute', 'disabled': False,
             'forced_down': False, 'created_at': NOW, 'updated_at': NOW,
@@ -116,7 +177,8 @@ def _host_states(rng, leased_by_host):
         instances = {}
         used = [0, 0, 0]
         leased = leased_by_host.get(name, [])
-        for n in range(SERVERS_PER_HOST):
+        servers = 0 if name in freepool else SERVERS_PER_HOST
+        for n in range(servers):
             uuid = leased[n] if n < len(leased) else \
                 uuidutils.generate_uuid()
             inst = objects.Instance(uuid=uuid, vcpus=1, memory_mb=2048,
@@ -131,22 +193,57 @@ def _host_states(rng, leased_by_host):
         hs.free_ram_mb = hs.total_usable_ram_mb - used[1]
         hs.disk_mb_used = used[2] * 1024
         hs.free_disk_mb = (hs.total_usable_disk_gb - used[2]) * 1024
-        hs.num_instances = SERVERS_PER_HOST
+        hs.num_instances = servers
         states.append(hs)
     return states
 
 
-def _fill_database(url, n, rng):
-    """n reservations (one lease each), each with one allocation.
+def _fill_database(url, n, hosts, rng):
+    """n instance reservations (one lease each), each with one
+    allocation; the registered hosts, their host leases; the lease of the
+    benchmark's request.
 
-    Returns {host: [server uuids of the started leases on it]}.
+    Returns the layout: {'leased_by_host': {host: [server uuids of the
+    started leases on it]}, 'freepool': [hosts], 'held': {reservation
+    id: [hosts]}, 'bench_lease': lease id}.
     """
-    leases, reservations, allocations = [], [], []
+    n_free = int(hosts * FREEPOOL_SHARE)
+    n_held = int(hosts * HELD_SHARE) // HOSTS_PER_HOST_LEASE * \
+        HOSTS_PER_HOST_LEASE
+    order = list(range(hosts))
+    rng.shuffle(order)
+    freepool = sorted(_name(k) for k in order[:n_free])
+    held_hosts = sorted(_name(k) for k in order[n_free:n_free + n_held])
+    others = sorted(order[n_free + n_held:])
+    leases, reservations, allocations, registry = [], [], [], []
     leased_by_host = {}
-    for k in range(n):
-        host = 'host%04d' % rng.randrange(HOSTS)
+    held = {}
+
+    def lease(start, end, status, project='p1', name='l'):
         lease_id = uuidutils.generate_uuid()
+        leases.append({'id': lease_id, 'name': name, 'project_id': project,
+                       'start_date': start, 'end_date': end,
+                       'status': status, 'created_at': NOW})
+        return lease_id
+
+    def reservation(lease_id, rtype, status, resource_id=None,
+                    properties=None):
         res_id = uuidutils.generate_uuid()
+        reservations.append({
+            'id': res_id, 'lease_id': lease_id, 'resource_type': rtype,
+            'resource_id': resource_id, 'status': status,
+            'properties': json.dumps(properties or {}), 'created_at': NOW})
+        return res_id
+
+    def allocation(res_id, host, start, end, vcpus=0, memory_mb=0,
+                   disk_gb=0, whole=False):
+        allocations.append({'reservation_id': res_id, 'host': host,
+                            'start_date': start, 'end_date': end,
+                            'vcpus': vcpus, 'memory_mb': memory_mb,
+                            'disk_gb': disk_gb, 'whole_host': whole})
+
+    for k in range(n):
+        host = _name(others[rng.randrange(len(others))])
         vcpus = rng.choice((1, 2, 4))
         if k % 10 == 0:
             # A started lease: its server runs on its host.
@@ -163,31 +260,81 @@ def _fill_database(url, n, rng):
             end = start + datetime.timedelta(hours=rng.randint(1, 72))
             server = None
             status = 'PENDING'
-        leases.append({'id': lease_id, 'name': 'l%d' % k,
-                       'project_id': 'p%d' % rng.randrange(50),
-                       'start_date': start, 'end_date': end,
-                       'status': status, 'created_at': NOW})
-        reservations.append({
-            'id': res_id, 'lease_id': lease_id,
-            'resource_type': 'virtual:instance', 'resource_id': server,
-            'status': 'active' if server else 'pending',
-            'properties': json.dumps({'vcpus': vcpus, 'memory_mb': 4096,
-                                      'disk_gb': 20}),
-            'created_at': NOW})
-        allocations.append({'reservation_id': res_id, 'host': host,
-                            'start_date': start, 'end_date': end,
-                            'vcpus': vcpus, 'memory_mb': 4096,
-                            'disk_gb': 20, 'whole_host': False})
+        lease_id = lease(start, end, status,
+                         project='p%d' % rng.randrange(50), name='l%d' % k)
+        res_id = reservation(
+            lease_id, 'virtual:instance',
+            'active' if server else 'pending', server,
+            {'vcpus': vcpus, 'memory_mb': 4096, 'disk_gb': 20})
+        allocation(res_id, host, start, end, vcpus, 4096, 20)
+    for host in freepool:
+        # Two future host leases each.
+        for _n in range(2):
+            start = NOW + datetime.timedelta(
+                hours=rng.randrange(1, 30 * 24))
+            end = start + datetime.timedelta(hours=rng.randint(1, 72))
+            lease_id = lease(start, end, 'PENDING', name='host lease')
+            res_id = reservation(lease_id, 'physical:host', 'pending')
+            allocation(res_id, host, start, end, whole=True)
+    for k in range(0, len(held_hosts), HOSTS_PER_HOST_LEASE):
+        start, end = NOW - DAY, NOW + 2 * DAY
+        lease_id = lease(start, end, 'ACTIVE', name='host lease')
+        res_id = reservation(lease_id, 'physical:host', 'active')
+        members = held_hosts[k:k + HOSTS_PER_HOST_LEASE]
+        held[res_id] = members
+        for host in members:
+            allocation(res_id, host, start, end, whole=True)
+    for host in freepool + held_hosts:
+        registry.append({'hypervisor_hostname': host, 'service_host': host,
+                         'reservable': True, 'vcpus': 64,
+                         'memory_mb': 262144, 'local_gb': 2048,
+                         'created_at': NOW})
+    bench = lease(NOW, NOW + 6 * HOUR_, 'ACTIVE', name='bench')
+    reservation(bench, 'virtual:instance', 'pending', None,
+                {'vcpus': 4, 'memory_mb': 8192, 'disk_gb': 40})
     migration.create_schema(url)
     engine = sa.create_engine(url)
     with engine.begin() as conn:
         for table, rows in ((db_api.LEASES, leases),
                             (db_api.RESERVATIONS, reservations),
-                            (db_api.ALLOCATIONS, allocations)):
+                            (db_api.ALLOCATIONS, allocations),
+                            (db_api.HOSTS, registry)):
             for i in range(0, len(rows), 20000):
                 conn.execute(sa.insert(table), rows[i:i + 20000])
     engine.dispose()
-    return leased_by_host
+    return {'leased_by_host': leased_by_host, 'freepool': freepool,
+            'held': held, 'bench_lease': bench}
+
+
+def _database(db_dir, n, hosts, seed):
+    """(SQLite URL, layout, seconds spent filling) of the database for
+    n reservations on ``hosts`` hosts: filled by a child process (its
+    memory is not ours), or reused from db_dir.
+    """
+    base = os.path.join(db_dir, 'lease-%d-%d-%d' % (hosts, n, seed))
+    path, layout_path = base + '.sqlite', base + '.json'
+    fill_s = 0.0
+    if not (os.path.exists(path) and os.path.exists(layout_path)):
+        for stale in (path, layout_path):
+            if os.path.exists(stale):
+                os.unlink(stale)
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, os.path.abspath(__file__),
+                        '--fill', base, '--hosts', str(hosts),
+                        '--sizes', str(n), '--seed', str(seed)],
+                       check=True)
+        fill_s = time.perf_counter() - t0
+    with open(layout_path) as f:
+        layout = json.load(f)
+    return 'sqlite:///%s' % path, layout, fill_s
+
+
+def _fill(base, n, hosts, seed):
+    layout = _fill_database('sqlite:///%s.sqlite' % base, n, hosts,
+                            random.Random(seed))
+    with open(base + '.json.tmp', 'w') as f:
+        json.dump(layout, f)
+    os.rename(base + '.json.tmp', base + '.json')
 
 
 def _request(hints=None, vcpus=4):
@@ -238,15 +385,20 @@ def _time(fn, repeat):
     return statistics.median(samples)
 
 
-def run(n, repeat, rng_seed=SEED):
-    rng = random.Random(rng_seed)
-    tmp = tempfile.mkdtemp(prefix='nova_lease_bench_')
-    url = 'sqlite:///%s' % os.path.join(tmp, 'lease.sqlite')
-    t0 = time.perf_counter()
-    leased_by_host = _fill_database(url, n, rng)
-    fill_s = time.perf_counter() - t0
+def run(n, repeat, hosts=HOSTS, db_dir=None, rng_seed=SEED):
+    rng = random.Random(rng_seed + 1)
+    tmp = None
+    if db_dir is None:
+        tmp = db_dir = tempfile.mkdtemp(prefix='nova_lease_bench_')
+    url, layout, fill_s = _database(db_dir, n, hosts, rng_seed)
     CONF.set_override('connection', url, group='nova_lease')
-    states = _host_states(rng, leased_by_host)
+    CONF.set_override('freepool_aggregate', FREEPOOL, group='nova_lease')
+    CONF.set_override('scheduler_snapshot_ttl', 3600, group='nova_lease')
+    others = [_name(k) for k in range(hosts)
+              if _name(k) not in set(layout['freepool']) and not any(
+                  _name(k) in m for m in layout['held'].values())]
+    states = _host_states(hosts, layout)
+    gc.collect()
 
     handler, filters, weigh_handler, weighers = _nova_default()
     lease_filter = lease_filters.LeaseFilter()
@@ -254,25 +406,22 @@ def run(n, repeat, rng_seed=SEED):
     end = NOW + datetime.timedelta(hours=6)
     hints = {'reserved': ['True'], 'lease_params': [json.dumps({
         'name': 'bench', 'start': 'now',
-        'end': end.strftime('%Y-%m-%d %H:%M')})]}
+        'end': end.strftime('%Y-%m-%d %H:%M')})],
+        'nova_lease_id': [layout['bench_lease']]}
     spec = _request(hints)
     plain = _request()
 
     def nova_default():
-        hosts = handler.get_filtered_objects(filters, states, spec)
-        return weigh_handler.get_weighed_objects(weighers, hosts, spec)
+        chosen = handler.get_filtered_objects(filters, states, spec)
+        return weigh_handler.get_weighed_objects(weighers, chosen, spec)
 
     def lease(req):
         def go():
-            hosts = handler.get_filtered_objects([lease_filter], states,
-                                                 req)
-            return weigh_handler.get_weighed_objects([lease_weigher], hosts,
-                                                     req)
+            chosen = handler.get_filtered_objects([lease_filter], states,
+                                                  req)
+            return weigh_handler.get_weighed_objects([lease_weigher],
+                                                     chosen, req)
         return go
-
-    def reload_and_lease():
-        snapshot.CACHE.invalidate()
-        return lease(spec)()
 
     db = db_api.get_database(CONF)
     admitted = []
@@ -282,7 +431,7 @@ def run(n, repeat, rng_seed=SEED):
         # writer, which also writes the change journal (not timed).
         start = NOW + datetime.timedelta(
             minutes=rng.randrange(3 * 24 * 60))
-        host = 'host%04d' % rng.randrange(HOSTS)
+        host = others[rng.randrange(len(others))]
         lease = db_api.lease_create(db, {
             'name': 'new', 'project_id': 'p1', 'start_date': start,
             'end_date': start + 2 * HOUR_, 'status': 'PENDING'},
@@ -323,21 +472,52 @@ def run(n, repeat, rng_seed=SEED):
             change, out = ((admit_one, admit) if k % 2 == 0 or
                            not admitted else (move_end, move))
             change()
-            t0 = time.perf_counter()
-            lease(spec)()
-            out.append((time.perf_counter() - t0) * 1000)
+            timed(lease(spec), out)
             # The refresh alone, after another change of the same kind.
             change()
-            t0 = time.perf_counter()
-            snapshot.CACHE.get(db, NOW, 3600)
-            refresh.append((time.perf_counter() - t0) * 1000)
+            timed(lambda: snapshot.CACHE.get(db, NOW, 3600), refresh)
         return nova, steady, unleased, admit, move, refresh
 
-    def load_only():
-        snapshot.load(db, NOW)
+    def first_snapshot():
+        """Cold start: a request without a snapshot, then the time until
+        the first full read (in the background) is in use.
+        """
+        snapshot.CACHE.invalidate()
+        gc.collect()
+        before = _rss_mb()
+        t0 = time.perf_counter()
+        chosen = lease(spec)()
+        request_ms = (time.perf_counter() - t0) * 1000
+        while view.get_snapshot(NOW) is None:
+            time.sleep(0.005)
+        load_ms = (time.perf_counter() - t0) * 1000
+        gc.collect()
+        return request_ms, len(chosen), load_ms, _rss_mb() - before
 
-    snapshot.CACHE.invalidate()
-    cold_ms = _time(reload_and_lease, 1)
+    def during_reload():
+        """Requests while a full read runs in the background, and until
+        the old snapshot is taken apart.
+        """
+        samples = []
+        old = view.get_snapshot(NOW)
+        parts = old._parts()[1:6:2]     # the big mappings it shares
+        del old
+        CONF.set_override('scheduler_snapshot_ttl', 0.0, group='nova_lease')
+        try:
+            view.get_snapshot(NOW)      # starts the full read
+        finally:
+            CONF.set_override('scheduler_snapshot_ttl', 3600,
+                              group='nova_lease')
+        deadline = time.monotonic() + snapshot.RETIRE_WAIT + 60
+        while (snapshot.CACHE.reading(db) or any(parts)) and \
+                time.monotonic() < deadline:
+            timed(lease(spec), samples)
+            timed(lease(plain), samples)
+        if not samples:
+            return None, None
+        return statistics.median(samples), max(samples)
+
+    cold_request_ms, cold_passed, cold_ms, snapshot_mb = first_snapshot()
     chosen = lease(spec)()
     passed = len(chosen)
     nova, steady, unleased, admit, move, refresh = after_change(repeat)
@@ -345,15 +525,19 @@ def run(n, repeat, rng_seed=SEED):
     steady_ms = statistics.median(steady)
     unleased_ms = statistics.median(unleased)
     lease_ms = statistics.median(admit + move)
+    during_ms, during_max_ms = during_reload()
     # Full reads are slow at 1,000,000: fewer samples.
     full_reads = 1 if n >= 1000000 else max(2, repeat // 10)
-    reload_ms = _time(reload_and_lease, full_reads)
-    load_ms = _time(load_only, full_reads)
+    load_ms = _time(lambda: snapshot.load(db, NOW), full_reads)
+    # Leave a reused database as it was filled.
+    for lease in admitted:
+        db_api.lease_destroy(db, lease['id'])
     db_api.reset_databases()
     snapshot.CACHE.invalidate()
-    shutil.rmtree(tmp, ignore_errors=True)
+    if tmp is not None:
+        shutil.rmtree(tmp, ignore_errors=True)
     return {
-        'hosts': HOSTS, 'reservations': n,
+        'hosts': hosts, 'reservations': n,
         'nova_default_ms': round(nova_ms, 3),
         'lease_ms': round(lease_ms, 3),
         'ratio': round(lease_ms / nova_ms, 3),
@@ -363,9 +547,19 @@ def run(n, repeat, rng_seed=SEED):
             statistics.quantiles(admit + move, n=10)[-1], 3),
         'refresh_ms': round(statistics.median(refresh), 3),
         'lease_steady_ms': round(steady_ms, 3),
+        'steady_ratio': round(steady_ms / nova_ms, 3),
         'unleased_lease_ms': round(unleased_ms, 3),
-        'cold_load_ms': round(min(cold_ms, reload_ms), 3),
+        'lease_during_reload_ms': (round(during_ms, 3)
+                                   if during_ms is not None else None),
+        'lease_during_reload_max_ms': (round(during_max_ms, 3)
+                                       if during_max_ms is not None
+                                       else None),
+        'cold_request_ms': round(cold_request_ms, 3),
+        'cold_request_hosts': cold_passed,
+        'cold_load_ms': round(cold_ms, 3),
         'snapshot_load_ms': round(load_ms, 3),
+        'snapshot_rss_mb': round(snapshot_mb, 1),
+        'peak_rss_mb': round(_peak_rss_mb(), 1),
         'hosts_passing_lease': passed,
         'db_fill_s': round(fill_s, 1),
     }
@@ -374,25 +568,39 @@ def run(n, repeat, rng_seed=SEED):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--sizes', default='10000,100000,1000000')
+    parser.add_argument('--hosts', type=int, default=HOSTS)
     parser.add_argument('--repeat', type=int, default=20)
+    parser.add_argument('--seed', type=int, default=SEED)
+    parser.add_argument('--db-dir', default=None,
+                        help='keep the filled databases there and reuse '
+                             'them (default: a temporary directory)')
+    parser.add_argument('--fill', default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    sizes = [int(s) for s in args.sizes.split(',') if s]
+    if args.fill:
+        _fill(args.fill, sizes[0], args.hosts, args.seed)
+        return
     lease_conf.register_opts(CONF)
     CONF([], project='nova')
     objects.register_all()
-    CONF.set_override('scheduler_snapshot_ttl', 3600, group='nova_lease')
     timeutils.set_time_override(NOW)
-    sizes = [int(s) for s in args.sizes.split(',') if s]
     results = []
     for n in sizes:
-        result = run(n, args.repeat)
+        result = run(n, args.repeat, args.hosts, args.db_dir, args.seed)
         results.append(result)
-        print('%(reservations)d reservations: nova %(nova_default_ms).2f ms,'
-              ' lease after a change %(lease_ms).2f ms (admission '
+        print('%(hosts)d hosts, %(reservations)d reservations: nova '
+              '%(nova_default_ms).2f ms, lease after a change '
+              '%(lease_ms).2f ms (ratio %(ratio).2f; admission '
               '%(lease_after_admission_ms).1f ms, end moved '
               '%(lease_after_end_move_ms).1f ms, refresh alone '
               '%(refresh_ms).1f ms), steady %(lease_steady_ms).2f ms, '
-              'unleased %(unleased_lease_ms).2f ms, cold load '
-              '%(cold_load_ms).1f ms' % result)
+              'unleased %(unleased_lease_ms).2f ms, during a reload '
+              '%(lease_during_reload_ms)s ms (max '
+              '%(lease_during_reload_max_ms)s ms), cold request '
+              '%(cold_request_ms).1f ms (%(cold_request_hosts)d hosts), '
+              'cold start %(cold_load_ms).0f ms, snapshot '
+              '%(snapshot_rss_mb).0f MB, peak %(peak_rss_mb).0f MB'
+              % result)
         sys.stdout.flush()
     main_result = next((r for r in results if r['reservations'] == 100000),
                        results[-1])

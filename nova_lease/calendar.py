@@ -76,6 +76,7 @@ empty" is "that track is zero".
 
 import collections
 import datetime
+import functools
 import itertools
 import math
 import operator
@@ -207,16 +208,38 @@ def _to_us(value):
     return (value - _EPOCH) // _ONE_US
 
 
+# Conversions of Python objects to arrays run in chunks of this many: a
+# long one does not hold the interpreter (other threads of the process,
+# e.g. the scheduler's requests while its snapshot is read in the
+# background, run between chunks).
+_CHUNK = 1 << 16
+
+
+def _fromiter(convert, values, dtype=np.int64):
+    """np.fromiter(convert(values)), in chunks of _CHUNK values."""
+    n = len(values)
+    if n <= _CHUNK:
+        return np.fromiter(convert(values), dtype, n)
+    out = np.empty(n, dtype)
+    for k in range(0, n, _CHUNK):
+        part = values[k:k + _CHUNK]
+        out[k:k + len(part)] = np.fromiter(convert(part), dtype, len(part))
+    return out
+
+
+def _us_of(values):
+    # No Python frame per value (naive datetimes).
+    return map(operator.floordiv,
+               map(operator.sub, values, itertools.repeat(_EPOCH)),
+               itertools.repeat(_ONE_US))
+
+
 def _column_us(values):
     """A sequence of datetimes -> int64 array of microseconds."""
     try:
-        # Fast path for naive datetimes (no Python frame per value).
-        us = map(operator.floordiv,
-                 map(operator.sub, values, itertools.repeat(_EPOCH)),
-                 itertools.repeat(_ONE_US))
-        return np.fromiter(us, np.int64, len(values))
+        return _fromiter(_us_of, values)
     except TypeError:
-        return np.fromiter(map(_to_us, values), np.int64, len(values))
+        return _fromiter(functools.partial(map, _to_us), values)
 
 
 def _end_us(value):
@@ -259,11 +282,12 @@ def _columns(items, index):
 
     # Column by column (zip(*items) is much slower on big inputs).
     def column(field, dtype=np.int64):
-        return np.fromiter(map(operator.itemgetter(field), items), dtype, n)
+        return _fromiter(functools.partial(map, operator.itemgetter(field)),
+                         items, dtype)
 
-    hidx = np.fromiter(
-        map(index.__getitem__, map(operator.itemgetter(0), items)),
-        np.int64, n)
+    hosts = operator.itemgetter(0)
+    hidx = _fromiter(lambda part: map(index.__getitem__, map(hosts, part)),
+                     items)
     start = _column_us(list(map(operator.itemgetter(1), items)))
     end = _column_us([_FOREVER if it[2] is None else it[2] for it in items])
     end[end >= _FOREVER_US] = _INF
@@ -475,9 +499,11 @@ class Calendar(object):
     :param capacities: mapping host -> :class:`HostCapacity` (or any
         3-sequence vcpus, memory_mb, disk_gb). Hosts are any hashable keys.
         Their order is the order of :attr:`hosts`.
-    :param items: iterable of :class:`Item`. Items on hosts without a
-        capacity are kept (they show in :meth:`peak`), but such hosts never
-        fit anything. Zero-length items are ignored.
+    :param items: iterable of :class:`Item` (or plain tuples of its
+        fields, in its order: a caller holding millions of them keeps
+        them out of the cyclic garbage collector's way). Items on hosts
+        without a capacity are kept (they show in :meth:`peak`), but such
+        hosts never fit anything. Zero-length items are ignored.
 
     Thread-safe: nothing changes after construction.
     """
@@ -499,6 +525,9 @@ class Calendar(object):
         cal = cls(capacities, itertools.chain.from_iterable(
             host_items.values()))
         cal._by_host = {h: tuple(v) for h, v in host_items.items() if v}
+        # (Made again from _by_host when asked for: one reference fewer to
+        # each item, one big tuple fewer to hold and to free.)
+        cal._items = None
         return cal
 
     # ------------------------------------------------------------------
@@ -515,8 +544,8 @@ class Calendar(object):
         items = self._items
         index = {h: k for k, h in enumerate(self._capacities)}
         for it in items:
-            if it.host not in index:
-                index[it.host] = len(index)
+            if it[0] not in index:
+                index[it[0]] = len(index)
         self._index = index
         nh = len(index)
         hidx, cols = _columns(items, index)
@@ -585,7 +614,7 @@ class Calendar(object):
         if self._by_host is None:
             by_host = collections.defaultdict(list)
             for it in self._items:
-                by_host[it.host].append(it)
+                by_host[it[0]].append(it)
             self._by_host = {h: tuple(v) for h, v in by_host.items()}
         return self._by_host
 
@@ -611,7 +640,7 @@ class Calendar(object):
         changed = {}
         if remove:
             pending = collections.Counter(remove)
-            for host in {it.host for it in pending}:
+            for host in {it[0] for it in pending}:
                 kept = []
                 for it in by_host.get(host, ()):
                     if pending.get(it):
@@ -623,9 +652,9 @@ class Calendar(object):
             if missing:
                 raise KeyError('not in the calendar: %r' % (missing[0],))
         for it in add:
-            if it.host not in changed:
-                changed[it.host] = list(by_host.get(it.host, ()))
-            changed[it.host].append(it)
+            if it[0] not in changed:
+                changed[it[0]] = list(by_host.get(it[0], ()))
+            changed[it[0]].append(it)
         new_by_host = dict(by_host)
         for host, host_items in changed.items():
             if host_items:

@@ -250,13 +250,15 @@ every scheduling request checks the journal with a cheap query and
 patches its snapshot with the changed reservations before it is answered
 (milliseconds; see doc/scheduling.rst). A full read costs about as much
 as reading every live allocation and reservation of the side database
-(seconds with 100,000 of them); it also happens at least every 12 hours
+(seconds with 100,000 of them, about a minute with a million); it runs
+in a background thread of the scheduler while the current snapshot is
+used (no request waits for it), and also happens at least every 12 hours
 (half the journal's retention), whatever this value.
 
 Possible values:
 
-* 0: read the snapshot in full for every scheduling request (slow with
-  many reservations).
+* 0: start a new full read as soon as the previous one ended (a
+  scheduler process busy reading all the time: for tests).
 * A positive number of seconds.
 """),
     cfg.ListOpt('notification_topics',

@@ -1676,6 +1676,46 @@ def live_reservations_with_allocations(db, now, dead_reservations,
         return out
 
 
+def _live_joined_statement():
+    res, alloc = RESERVATIONS, ALLOCATIONS
+    now = sa.bindparam('now')
+    return (
+        sa.select(res.c.id, res.c.resource_type, res.c.resource_id,
+                  res.c.properties, LEASES.c.id, LEASES.c.project_id,
+                  LEASES.c.start_date, LEASES.c.end_date, LEASES.c.status,
+                  alloc.c.id, alloc.c.host, alloc.c.start_date,
+                  alloc.c.end_date, alloc.c.vcpus, alloc.c.memory_mb,
+                  alloc.c.disk_gb, alloc.c.whole_host)
+        .select_from(res.join(LEASES).outerjoin(alloc, sa.and_(
+            alloc.c.reservation_id == res.c.id, alloc.c.end_date > now)))
+        .where(res.c.status.not_in(sa.bindparam('dead_reservations',
+                                                expanding=True)),
+               LEASES.c.status.not_in(sa.bindparam('dead_leases',
+                                                   expanding=True)),
+               LEASES.c.end_date > now))
+
+
+_LIVE_JOINED = _live_joined_statement()
+
+
+def live_reservation_allocation_rows(db, now, dead_reservations,
+                                     dead_leases):
+    """Every live reservation with its lease and its allocations not
+    ended at ``now``, in one query (the scheduler's full read).
+
+    Yields (streams) flat rows: the columns of live_reservation_rows,
+    then the allocation's ``(id, host, start_date, end_date, vcpus,
+    memory_mb, disk_gb, whole_host)`` (all None for a reservation without
+    one); a reservation with several allocations comes once per
+    allocation.
+    """
+    params = {'now': _naive_utc(now),
+              'dead_reservations': list(dead_reservations),
+              'dead_leases': list(dead_leases)}
+    with _reading(db) as session:
+        yield from session.execute(_LIVE_JOINED, params)
+
+
 def allocation_list(db, hosts=None, start=None, end=None,
                     reservation_id=None, lease_id=None):
     """Allocation dicts overlapping [start, end), ordered by host, start.

@@ -54,7 +54,12 @@ class LeaseFilter(filters.BaseHostFilter):
 
     One calendar snapshot is read per request (cached, see
     ``[nova_lease] scheduler_snapshot_ttl``) and every host is answered
-    from memory in one vectorised pass (``filter_all``).
+    from memory in one vectorised pass (``filter_all``). No request waits
+    for a full read of the snapshot: until the first one is there, a
+    request reads its hosts' promises itself. It fails closed: when the
+    side database cannot be read, the last snapshot is used; without
+    one, requests that may be leased pass no host and the aggregate rules
+    still hold (doc/scheduling.rst, "Failure modes").
     """
 
     # The interval of a rebuilt server does not change, and neither does
@@ -78,8 +83,6 @@ class LeaseFilter(filters.BaseHostFilter):
                          utils.request_is_rebuild(spec_obj)):
             return hosts
         view = lease_view.view_for(spec_obj, fresh=True)
-        if view is None:
-            return hosts
         passed = []
         for host_state, (ok, why) in zip(hosts, view.passes(hosts)):
             if ok:

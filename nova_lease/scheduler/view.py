@@ -21,6 +21,7 @@ import collections
 import math
 import operator
 import threading
+import time
 import weakref
 
 import nova.conf
@@ -437,50 +438,91 @@ def host_loads(host_states, snap, now, reserved):
     servers = snap.servers
     if servers:
         rows = snap.server_rows
-        now_us = calendar._to_us(now)
+        rows_get = rows.get
+        server_keys = servers.keys()
+        found_k, found_rows = [], []
         for k, hs in enumerate(host_states):
             instances = hs.instances
             if not instances:
                 continue
-            for uuid in [u for u in instances if u in servers]:
-                row = rows.get(uuid)
-                if row is None:
-                    # Size unknown to the lease: the Instance may tell.
-                    entry = leased_entry(servers[uuid], keys[k],
-                                         _instance_size(instances[uuid]),
-                                         snap, now)
-                    if entry is not None:
-                        end, size = entry
-                        l_own.append(k)
-                        l_end.append(calendar._to_us(end))
-                        l_size.append(size[:3])
+            found = instances.keys() & server_keys
+            if not found:
+                continue
+            for uuid in found:
+                row = rows_get(uuid)
+                if row is not None:
+                    found_k.append(k)
+                    found_rows.append(row)
                     continue
-                start_us, end_us, v, m, d, a_host, a_start, a_end = row
-                if end_us <= now_us:
-                    continue
-                if start_us > now_us:
-                    end_us = start_us
-                elif a_host == keys[k] and a_start <= now_us < a_end:
-                    end_us = now_us
-                l_own.append(k)
-                l_end.append(end_us)
-                l_size.append((v, m, d))
+                # Size unknown to the lease: the Instance may tell.
+                entry = leased_entry(servers[uuid], keys[k],
+                                     _instance_size(instances[uuid]),
+                                     snap, now)
+                if entry is not None:
+                    end, size = entry
+                    l_own.append(k)
+                    l_end.append(calendar._to_us(end))
+                    l_size.append(size[:3])
+        if found_rows:
+            own, until, size = _leased_rows(found_k, found_rows, keys,
+                                            calendar._to_us(now))
+            return fit.Loads.from_arrays(
+                keys, cap, used, np.ones(n, bool),
+                np.concatenate((np.asarray(l_own, np.int64), own)),
+                np.concatenate((np.asarray(l_end, np.int64), until)),
+                np.concatenate((np.asarray(l_size, np.int64).reshape(-1, 3),
+                                size)))
     return fit.Loads.from_arrays(keys, cap, used, np.ones(n, bool), l_own,
                                  l_end, l_size)
 
 
-def aggregate_marks(host_state, conf=CONF):
+def _leased_rows(owners, rows, keys, now_us):
+    """(host positions, ends, sizes (n, 3)) of running leased servers of
+    known size, as the Loads columns take them.
+
+    ``rows``: their snapshot rows (see snapshot._server_row), on the
+    hosts at positions ``owners``. Each counts until its lease ends; one
+    built before its lease starts until the start (it is shelved then);
+    one whose allocation on this host covers now stops counting now (the
+    allocation holds its capacity). Vectorised: thousands of them run in
+    a big cloud.
+    """
+    (start, end, vcpus, memory, disk, a_host, a_start,
+     a_end) = zip(*rows)
+    own = np.array(owners, np.int64)
+    start = np.array(start, np.int64)
+    end = np.array(end, np.int64)
+    a_start = np.array(a_start, np.int64)
+    a_end = np.array(a_end, np.int64)
+    here = np.array(a_host, object) == np.array(keys, object)[own]
+    until = np.where(start > now_us, start,
+                     np.where(here & (a_start <= now_us) & (now_us < a_end),
+                              now_us, end))
+    keep = end > now_us
+    size = np.array((vcpus, memory, disk), np.int64).T
+    return own[keep], until[keep], size[keep]
+
+
+_NO_MARKS = (False, frozenset())
+
+
+def aggregate_marks(host_state, conf=CONF, freepool=None):
     """``(in the free pool?, {reservation ids})`` of a HostState.
 
     The reservation ids are those of the host reservations whose
     aggregate (metadata :data:`RESERVATION_KEY`) holds the host: from the
     engine's start of the lease to its end. No I/O: Nova keeps the
-    HostStates' aggregates up to date.
+    HostStates' aggregates up to date. ``freepool``: the free pool
+    aggregate's name (default: ``[nova_lease] freepool_aggregate``).
     """
-    name = conf.nova_lease.freepool_aggregate
+    aggregates = host_state.aggregates
+    if not aggregates:
+        return _NO_MARKS
+    name = conf.nova_lease.freepool_aggregate if freepool is None \
+        else freepool
     free = False
     held_for = set()
-    for agg in host_state.aggregates or ():
+    for agg in aggregates:
         if getattr(agg, 'name', None) == name:
             free = True
         rid = (getattr(agg, 'metadata', None) or {}).get(RESERVATION_KEY)
@@ -489,21 +531,65 @@ def aggregate_marks(host_state, conf=CONF):
     return free, held_for
 
 
-class RequestView(object):
-    """A request against a snapshot and the HostStates of this request."""
+def _resolve(spec_obj, snap, now, conf):
+    return resolve(
+        spec_obj, snap, now, conf,
+        lookup=lambda uuid, when: lookup_server(conf, uuid, when),
+        lookup_reservation=lambda rid, when: lookup_reservation(
+            conf, rid, when),
+        lookup_lease=lambda lid, when: lookup_lease(conf, lid, when),
+        lookup_deferred=lambda rid, when: lookup_deferred(conf, rid, when))
 
-    def __init__(self, spec_obj, snap, now, conf=CONF):
+
+def _registered(host_state, registered):
+    return bool(registered) and (
+        host_state.host in registered or host_key(host_state) in registered)
+
+
+def _aggregate_rule(req, host_state, freepool, registered=()):
+    """Why ``host_state`` cannot take ``req`` whatever the calendar says
+    (None if it may): the rules of the free pool (aggregate
+    ``freepool``), of the host reservations' aggregates and of the
+    registered hosts. No I/O.
+    """
+    free, held_for = aggregate_marks(host_state, freepool=freepool)
+    if (held_for or req.kind == HOST_RESERVATION) and \
+            req.reservation not in held_for:
+        # A host in a reservation's aggregate is the owner's until the
+        # engine ends the lease (then it deletes the servers left
+        # there), even past the end of the allocation; a hinted request
+        # needs the host in its aggregate (after an early end, a stale
+        # snapshot still shows the lease ACTIVE).
+        if held_for:
+            return 'host reservation %s holds it' % ', '.join(
+                sorted(held_for))
+        return 'not in the aggregate of reservation %s' % req.reservation
+    if req.kind != HOST_RESERVATION and free:
+        # The free pool is for host reservations, whose admission only
+        # sees allocations: no server may hide there.
+        return 'only host reservations use the free pool'
+    if req.kind != HOST_RESERVATION and _registered(host_state,
+                                                    registered):
+        # A registered host outside both aggregates (an operator moved
+        # it, or the engine is between two steps) is still for host
+        # reservations only.
+        return 'registered for host reservations (os-hosts)'
+    return None
+
+
+class RequestView(object):
+    """A request against a snapshot and the HostStates of this request.
+
+    ``request``: the request's :class:`Request` when already known (else
+    it is resolved against ``snap``).
+    """
+
+    def __init__(self, spec_obj, snap, now, conf=CONF, request=None):
         self.snap = snap
         self.now = now
         self.conf = conf
-        self.request = resolve(
-            spec_obj, snap, now, conf,
-            lookup=lambda uuid, when: lookup_server(conf, uuid, when),
-            lookup_reservation=lambda rid, when: lookup_reservation(
-                conf, rid, when),
-            lookup_lease=lambda lid, when: lookup_lease(conf, lid, when),
-            lookup_deferred=lambda rid, when: lookup_deferred(
-                conf, rid, when))
+        self.request = request if request is not None else _resolve(
+            spec_obj, snap, now, conf)
         self._reserved = _reserved(conf)
         # The filter's Loads, reused by the weigher of the same request
         # (the host states do not change in between).
@@ -557,32 +643,17 @@ class RequestView(object):
         req = self.request
         result = [None] * len(host_states)
         todo = []
+        registered = self.snap.registered
+        freepool = self.conf.nova_lease.freepool_aggregate
         for k, hs in enumerate(host_states):
-            free, held_for = aggregate_marks(hs, self.conf)
             if req.allowed is not None and not (
                     {host_key(hs), hs.host} & req.allowed):
                 result[k] = (False, '%s may only use %s' % (
                     req.why, ', '.join(sorted(req.allowed)) or 'no host'))
-            elif (held_for or req.kind == HOST_RESERVATION) and \
-                    req.reservation not in held_for:
-                # A host in a reservation's aggregate is the owner's
-                # until the engine ends the lease (then it deletes the
-                # servers left there), even past the end of the
-                # allocation; a hinted request needs the host in its
-                # aggregate (after an early end, a stale snapshot still
-                # shows the lease ACTIVE).
-                if held_for:
-                    why = 'host reservation %s holds it' % ', '.join(
-                        sorted(held_for))
-                else:
-                    why = 'not in the aggregate of reservation %s' % (
-                        req.reservation)
+                continue
+            why = _aggregate_rule(req, hs, freepool, registered)
+            if why is not None:
                 result[k] = (False, why)
-            elif req.kind != HOST_RESERVATION and free:
-                # The free pool is for host reservations, whose admission
-                # only sees allocations: no server may hide there.
-                result[k] = (False, 'only host reservations use the free '
-                                    'pool')
             else:
                 todo.append(k)
         if todo:
@@ -615,17 +686,35 @@ class RequestView(object):
 _VIEWS = {}
 _VIEWS_LOCK = threading.Lock()
 _MAX_VIEWS = 256
+#: Seconds a view is kept for the weigher: it runs right after the filter.
+_VIEW_LIFE = 10.0
 
 
 def _remember(spec_obj, view):
     with _VIEWS_LOCK:
         if len(_VIEWS) >= _MAX_VIEWS:
-            for key in [k for k, (ref, _v) in _VIEWS.items()
+            for key in [k for k, (ref, _v, _t) in _VIEWS.items()
                         if ref() is None]:
                 del _VIEWS[key]
             if len(_VIEWS) >= _MAX_VIEWS:
                 _VIEWS.clear()
-        _VIEWS[id(spec_obj)] = (weakref.ref(spec_obj), view)
+        _VIEWS[id(spec_obj)] = (weakref.ref(spec_obj), view,
+                                time.monotonic())
+
+
+def _forget_finished():
+    """Drop the views of requests that are over (their RequestSpec is
+    gone, or the view is older than _VIEW_LIFE), and with them the
+    snapshots they hold.
+    """
+    oldest = time.monotonic() - _VIEW_LIFE
+    with _VIEWS_LOCK:
+        for key in [k for k, (ref, _v, made) in _VIEWS.items()
+                    if ref() is None or made < oldest]:
+            del _VIEWS[key]
+
+
+snapshot.CACHE.add_retire_hook(_forget_finished)
 
 
 def _recall(spec_obj):
@@ -636,18 +725,259 @@ def _recall(spec_obj):
     return None
 
 
-def get_snapshot(now, conf=CONF):
+def get_snapshot(now, conf=CONF, wait=None):
+    """The scheduler's snapshot of the lease calendar, current at ``now``.
+
+    None while there is none yet: its first full read runs in the
+    background (see ``snapshot.SnapshotCache``) unless ``wait`` seconds
+    are given to wait for it (tools and tests; the scheduler never
+    waits). When the side database cannot be read, the last snapshot.
+    """
     db = db_api.get_database(conf)
-    return snapshot.CACHE.get(db, now, conf.nova_lease.scheduler_snapshot_ttl)
+    return snapshot.CACHE.get(db, now, conf.nova_lease.scheduler_snapshot_ttl,
+                              wait=wait)
+
+
+#: Scheduler hints that make a request leased or a host reservation's
+#: (the lease middleware's, the lease API's and the engine's): without
+#: the side database such a request cannot be checked.
+LEASE_HINTS = ('lease_params', 'reservation', 'nova_lease_id',
+               'nova_lease_reservation')
+
+#: Most allocations a request reads for itself while the scheduler has no
+#: snapshot (cold start): past it, the request is refused until the
+#: snapshot is there.
+COLD_READ_LIMIT = 2000
+
+
+def maybe_leased(spec_obj, conf=CONF):
+    """Whether a request may be leased, told without the side database.
+
+    True with any lease hint (also ``reserved=True``) or when the default
+    lease applies to the request's project: conservative (a server whose
+    lease has ended still carries its hints).
+    """
+    hints = spec_obj.scheduler_hints \
+        if _is_set(spec_obj, 'scheduler_hints') else None
+    hints = hints or {}
+    if any(name in hints for name in LEASE_HINTS):
+        return True
+    if str(_hint(spec_obj, 'reserved')).lower() == 'true':
+        return True
+    group = conf.nova_lease
+    project = spec_obj.project_id if _is_set(spec_obj, 'project_id') \
+        else None
+    return bool(group.default_lease) and \
+        project not in group.default_lease_exempt_projects
+
+
+# {database: hosts} whose allocations, all of them, were too many to
+# read for a request at cold start (see ColdView).
+_COLD_OVERFLOW = {}
+
+#: Seconds between two warnings of one kind (cold start, closed).
+WARN_INTERVAL = 60.0
+_warned = {}
+
+
+def _warn(kind, msg, args):
+    """LOG.warning at most once per WARN_INTERVAL for each ``kind``."""
+    now = time.monotonic()
+    last = _warned.get(kind)
+    if last is None or now - last >= WARN_INTERVAL:
+        _warned[kind] = now
+        LOG.warning(msg, args)
+
+
+def _warn_closed(error):
+    _warn('closed', 'nova_lease: the side database cannot be read '
+          '(%(error)s) and the scheduler has no snapshot of the lease '
+          'calendar: requests that may be leased are refused, the others '
+          'kept off the free pool and the host reservations\' aggregates',
+          {'error': error})
+
+
+class ClosedView(object):
+    """A request when the lease calendar cannot be read at all (no
+    snapshot and no side database): fail closed.
+
+    The aggregate rules hold (they need no database); a request that may
+    be leased (:func:`maybe_leased`) passes no host -- nothing can tell
+    whether it would break a promise -- and unleased work may use the
+    hosts outside the free pool and the host reservations' aggregates.
+    Every weight is 0.
+    """
+
+    def __init__(self, spec_obj, now, conf=CONF, reason=None):
+        self.now = now
+        self.conf = conf
+        self.reason = reason
+        leased = maybe_leased(spec_obj, conf)
+        self.request = Request(
+            LEASED if leased else UNLEASED, demand_of(spec_obj), now,
+            None, set() if leased else None, (),
+            'the lease calendar cannot be read')
+
+    def passes(self, host_states):
+        """[(bool, reason)] per HostState."""
+        req = self.request
+        freepool = self.conf.nova_lease.freepool_aggregate
+        out = []
+        for hs in host_states:
+            why = _aggregate_rule(req, hs, freepool)
+            if why is None and req.allowed is not None:
+                why = ('the lease calendar cannot be read: leased and '
+                       'host reservation requests wait for it')
+            out.append((why is None, why))
+        return out
+
+    def weights(self, host_states):
+        return [0.0] * len(host_states)
+
+
+class ColdView(object):
+    """A request while the scheduler has no snapshot yet (its first full
+    read runs in the background): answered from what the request reads
+    for itself (doc/scheduling.rst, "Cold start").
+
+    At creation, the reservations the request names (its server's, its
+    hints') are read with their allocations, and the request is resolved
+    against them. For each list of HostStates, the live allocations on
+    those hosts are read (indexed by host and time): all of them when
+    there are at most :data:`COLD_READ_LIMIT`, else those over the
+    request's interval; with more than that, the request passes no host
+    (refused until the snapshot is there). Leased servers running on the
+    hosts, which a snapshot would know, count as unleased (forever):
+    conservative. When the side database cannot be read, a
+    :class:`ClosedView` answers.
+    """
+
+    def __init__(self, spec_obj, now, conf=CONF):
+        self.now = now
+        self.conf = conf
+        self._closed = ClosedView(spec_obj, now, conf)
+        self._view = None
+        self._hosts = frozenset()
+        self._own = None
+        self.request = self._closed.request
+        try:
+            db = db_api.get_database(conf)
+            uuid = spec_obj.instance_uuid \
+                if _is_set(spec_obj, 'instance_uuid') else None
+            ids = {_hint(spec_obj, name) for name in
+                   ('reservation', 'nova_lease_reservation')}
+            with db.reader() as session:
+                own = snapshot.read_named(session, now, server=uuid,
+                                          ids={i for i in ids if i})
+            self.request = _resolve(spec_obj, own, now, conf)
+            self._own = own
+        except Exception as e:
+            self._closed.reason = str(e)
+            _warn_closed(e)
+
+    def _view_for(self, host_states):
+        if self._own is None:
+            return self._closed
+        keys = set()
+        for hs in host_states:
+            keys.update((hs.host, host_key(hs)))
+        if self._view is not None and keys <= self._hosts:
+            return self._view
+        wanted = frozenset(keys)
+        req = self.request
+        if req.allowed is not None:
+            keys &= set(req.allowed)
+        started = time.monotonic()
+        try:
+            db = db_api.get_database(self.conf)
+            with db.reader() as session:
+                _version, registered = snapshot.read_registered(session)
+                items = None
+                overflow = _COLD_OVERFLOW.get(str(db.url))
+                if overflow is None or not keys >= overflow:
+                    items = snapshot.read_host_items(
+                        session, self.now, keys, self.now, None,
+                        COLD_READ_LIMIT)
+                    if items is None:
+                        # More hosts hold even more: not read again
+                        # until the snapshot is there.
+                        _COLD_OVERFLOW[str(db.url)] = frozenset(keys)
+                how = 'all'
+                if items is None and req.end is not None:
+                    items = snapshot.read_host_items(
+                        session, self.now, keys, req.start, req.end,
+                        COLD_READ_LIMIT)
+                    how = 'over the request\'s interval'
+        except Exception as e:
+            _warn_closed(e)
+            self._own = None
+            return self._closed
+        if items is None:
+            _warn('refused', 'nova_lease: the lease calendar is being '
+                  'read; until then requests are refused when their hosts '
+                  'hold more than %(limit)d promises over their interval '
+                  '(this one: %(why)s, %(n)d hosts)',
+                  {'why': req.why, 'limit': COLD_READ_LIMIT,
+                   'n': len(keys)})
+            self._view = _Refused(req, self.conf, registered)
+        else:
+            own = self._own
+            mine = set(own.allocations)
+            items = [item for item in items if item.ref not in mine]
+            items.extend(own.items)
+            snap = snapshot.Snapshot(items, dict(own.reservations),
+                                     registered=registered)
+            self._view = RequestView(None, snap, self.now, self.conf,
+                                     request=req)
+            LOG.debug('nova_lease: no snapshot yet: read %(count)d '
+                      'allocations (%(how)s) of %(hosts)d hosts for a '
+                      'request in %(ms).1f ms',
+                      {'count': len(items), 'how': how,
+                       'hosts': len(keys),
+                       'ms': (time.monotonic() - started) * 1000})
+        self._hosts = wanted
+        return self._view
+
+    def passes(self, host_states):
+        """[(bool, reason)] per HostState."""
+        return self._view_for(host_states).passes(host_states)
+
+    def weights(self, host_states):
+        """Raw weights in [-1, 1] (0 where unknown)."""
+        return self._view_for(host_states).weights(host_states)
+
+
+class _Refused(object):
+    """A request that cannot be checked: it passes no host."""
+
+    def __init__(self, req, conf, registered):
+        self.request = req
+        self.conf = conf
+        self.registered = registered
+
+    def passes(self, host_states):
+        freepool = self.conf.nova_lease.freepool_aggregate
+        out = []
+        for hs in host_states:
+            why = _aggregate_rule(self.request, hs, freepool,
+                                  self.registered)
+            out.append((False, why or 'too many promises to check without '
+                                      'the snapshot, which is being read'))
+        return out
+
+    def weights(self, host_states):
+        return [0.0] * len(host_states)
 
 
 def view_for(spec_obj, fresh, conf=CONF):
-    """The RequestView of ``spec_obj``.
+    """The view of ``spec_obj``: a :class:`RequestView`, or while the
+    scheduler has no snapshot a :class:`ColdView` (a :class:`ClosedView`
+    when the side database cannot be read either).
 
     ``fresh``: build a new one (the filter, once per instance of the
     request) rather than reuse the last one built for this RequestSpec
-    (the weigher, right after the filter). None if the side database
-    cannot be read (the caller then lets every host pass).
+    (the weigher, right after the filter). Never waits for a full read
+    of the lease calendar.
     """
     if not fresh:
         view = _recall(spec_obj)
@@ -656,10 +986,15 @@ def view_for(spec_obj, fresh, conf=CONF):
     now = timeutils.utcnow()
     try:
         snap = get_snapshot(now, conf)
-    except Exception:
+        if snap is not None:
+            view = RequestView(spec_obj, snap, now, conf)
+            if _COLD_OVERFLOW:
+                _COLD_OVERFLOW.clear()
+        else:
+            view = ColdView(spec_obj, now, conf)
+    except Exception as e:
         LOG.exception('nova_lease: cannot read the lease calendar; '
-                      'scheduling without it')
-        return None
-    view = RequestView(spec_obj, snap, now, conf)
+                      'failing closed')
+        view = ClosedView(spec_obj, now, conf, reason=str(e))
     _remember(spec_obj, view)
     return view

@@ -58,8 +58,6 @@ class LeaseWeigher(weights.BaseHostWeigher):
         """Weigh every host at once, with the LeaseFilter's view."""
         hosts = [weighed.obj for weighed in weighed_obj_list]
         view = lease_view.view_for(weight_properties, fresh=False)
-        if view is None:
-            return [0.0] * len(hosts)
         return view.weights(hosts)
 
     def _weigh_object(self, host_state, weight_properties):

@@ -133,7 +133,7 @@ class _AdmissionTests(object):
 
     def test_snapshot_cache_reloads_on_new_allocation(self):
         cache = snapshot.SnapshotCache()
-        first = cache.get(self.db, NOW, ttl=3600)
+        first = cache.get(self.db, NOW, ttl=3600, wait=60)
         self.assertIsNone(first.calendar)
         self.assertIs(first, cache.get(self.db, NOW, ttl=3600))
         self._admit(NOW + 2 * HOUR, NOW + 4 * HOUR)
@@ -168,7 +168,7 @@ class _AdmissionTests(object):
             session.execute(api.ALLOCATIONS.delete().where(
                 api.ALLOCATIONS.c.id == late['id']))
         cache = snapshot.SnapshotCache()
-        before = cache.get(self.db, NOW, ttl=3600)
+        before = cache.get(self.db, NOW, ttl=3600, wait=60)
         self.assertEqual(2, len(before.items))
         with self.db.writer() as session:
             session.execute(api.ALLOCATIONS.insert().values(**late))
@@ -181,7 +181,7 @@ class _AdmissionTests(object):
             self._admit(NOW + hours * 10 * HOUR,
                         NOW + (hours * 10 + 1) * HOUR)
         cache = snapshot.SnapshotCache()
-        loaded = cache.get(self.db, NOW, ttl=3600)
+        loaded = cache.get(self.db, NOW, ttl=3600, wait=60)
         first, second = api.allocation_list(self.db)[:2]
         api.reservation_destroy(self.db, first['reservation_id'])
         self._admit(NOW + 50 * HOUR, NOW + 51 * HOUR)

@@ -142,7 +142,7 @@ class HostReservationHintTest(_HintTestBase):
         self._assert_no_valid_host(
             self._boot_hinted(rid, name='too-early', wait=None))
 
-        before = view.get_snapshot(timeutils.utcnow())
+        before = view.get_snapshot(timeutils.utcnow(), wait=60)
         self.assertEqual('PENDING', before.reservations[rid].lease_status)
 
         self.assertEqual(1, self.engine.process_due())
@@ -243,7 +243,7 @@ class HostReservationHintTest(_HintTestBase):
 
     def test_hint_after_an_early_end(self):
         lease, rid, server = self._owner_on_started_lease()
-        active = view.get_snapshot(timeutils.utcnow())
+        active = view.get_snapshot(timeutils.utcnow(), wait=60)
         self.assertEqual('ACTIVE', active.reservations[rid].lease_status)
         # The owner deletes the lease: the engine ends it at once.
         self.api.api_delete(test_host_reservation.PREFIX + '/leases/%s' %

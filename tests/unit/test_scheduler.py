@@ -16,6 +16,7 @@ tests/functional/test_admission_db.py and test_scheduling.py).
 """
 
 import datetime
+import random
 
 import fixtures
 import nova.conf
@@ -412,9 +413,52 @@ class FilterTest(_Base):
                                           {'host1'}, False)).kind)
         self.assertEqual(['host1', 'host2'], self.passing(hosts, spec))
 
-    def test_database_down_lets_every_host_pass(self):
+    def test_registered_hosts_take_host_reservations_only(self):
+        # Registered (os-hosts) but in neither aggregate: an operator
+        # took it out of the free pool, or the engine is between steps.
+        self.snap = self.snap.with_registered({'host1'}, ('1', 'x'))
+        hosts = [_host('host1'), _host('host2')]
+        self.assertEqual(['host2'], self.passing(hosts, _spec()))
+        self.assertEqual(['host2'], self.passing(
+            hosts, _spec(_lease_hints(NOW + HOUR), vcpus=1)))
+        request_view = view.view_for(_spec(), fresh=True)
+        self.assertEqual(
+            [(False, 'registered for host reservations (os-hosts)')],
+            request_view.passes([_host('host1')]))
+
+    def _unreadable(self):
+        """No snapshot, and the side database cannot be read."""
+        view.get_snapshot.side_effect = lambda now, conf: None
+        self.useFixture(fixtures.MockPatchObject(
+            view.db_api, 'get_database',
+            side_effect=RuntimeError('database down')))
+
+    def test_calendar_unreadable_fails_closed(self):
+        self._unreadable()
+        hosts = [_host('free', aggregates=['freepool']),
+                 _host('held', aggregates=[_held('hr')]), _host('plain')]
+        # Unleased work: anywhere but the free pool and the reservations'
+        # aggregates (placement decides).
+        self.assertEqual(['plain'], self.passing(hosts, _spec()))
+        # Whatever may be leased: nowhere.
+        for spec in (_spec(_lease_hints(NOW + HOUR), vcpus=1),
+                     _spec({'reservation': 'hr'}),
+                     _spec({'nova_lease_id': 'l1'}, vcpus=1),
+                     _spec({'nova_lease_reservation': 'r1'}, vcpus=1),
+                     _spec({'reserved': 'True'}, vcpus=1)):
+            self.assertEqual([], self.passing(hosts, spec))
+        self.flags.config(group='nova_lease', default_lease=True,
+                          default_lease_exempt_projects=['exempt'])
+        self.assertEqual([], self.passing(hosts, _spec()))
+        self.assertEqual(['plain'], self.passing(
+            hosts, _spec(project='exempt')))
+
+    def test_snapshot_unreadable_fails_closed(self):
         view.get_snapshot.side_effect = RuntimeError('down')
-        self.assertEqual(['host1'], self.passing([_host('host1')], _spec()))
+        hosts = [_host('free', aggregates=['freepool']), _host('plain')]
+        self.assertEqual(['plain'], self.passing(hosts, _spec()))
+        self.assertEqual([], self.passing(
+            hosts, _spec(_lease_hints(NOW + HOUR), vcpus=1)))
 
     def test_host_passes(self):
         self.promise('host1', NOW, NOW + 4 * HOUR)
@@ -453,6 +497,17 @@ class WeigherTest(_Base):
         self.assertEqual(['host3', 'host2', 'host1'],
                          self.weigh(hosts, _spec(vcpus=1)))
 
+    def test_calendar_unreadable_weighs_zero(self):
+        view.get_snapshot.side_effect = lambda now, conf: None
+        self.useFixture(fixtures.MockPatchObject(
+            view.db_api, 'get_database',
+            side_effect=RuntimeError('database down')))
+        hosts = [_host('host1'), _host('host2')]
+        request_view = view.view_for(_spec(), fresh=True)
+        self.assertEqual([0.0, 0.0], request_view.weights(hosts))
+        self.assertEqual(['host1', 'host2'], sorted(self.weigh(
+            hosts, _spec())))
+
     def test_aggregate_multiplier_overrides(self):
         host = _host('host1')
         host.aggregates = [objects.Aggregate(
@@ -462,3 +517,61 @@ class WeigherTest(_Base):
 
 
 _SEC = datetime.timedelta(seconds=1)
+
+
+def _reference_leased(host_states, snap, now):
+    """Running leased servers, one by one (doc/scheduling.rst, "Demand
+    over time"): [(host position, end, (vcpus, memory_mb, disk_gb))].
+    """
+    out = []
+    for k, hs in enumerate(host_states):
+        for uuid, inst in (hs.instances or {}).items():
+            res = snap.servers.get(uuid)
+            if res is None:
+                continue
+            size = res.size or view._instance_size(inst)
+            entry = view.leased_entry(res, view.host_key(hs), size, snap,
+                                      now)
+            if entry is not None:
+                out.append((k, calendar._to_us(entry[0]),
+                            tuple(entry[1][:3])))
+    return sorted(out)
+
+
+class HostLoadsTest(testtools.TestCase):
+
+    def test_vectorised_equals_one_by_one(self):
+        rng = random.Random(7)
+        hosts = ['host%d' % k for k in range(6)]
+        for _round in range(30):
+            items, reservations, instances = [], {}, {}
+            for n in range(rng.randrange(0, 40)):
+                rid, uuid = 'r%d' % n, 's%d' % n
+                start = NOW + rng.randrange(-5, 4) * HOUR
+                end = start + rng.randrange(1, 6) * HOUR
+                vcpus = rng.randrange(1, 4)
+                sized = rng.random() < 0.8
+                reservations[rid] = snapshot.Reservation(
+                    rid, 'l' + rid, 'p', snapshot.INSTANCE, uuid, start,
+                    end, 'ACTIVE',
+                    calendar.Demand(vcpus, 256, 1) if sized else None)
+                if rng.random() < 0.7:
+                    items.append(calendar.Item(
+                        rng.choice(hosts), start - rng.randrange(2) * HOUR,
+                        end, vcpus, 256, 1, False, rid))
+                if rng.random() < 0.8:
+                    instances.setdefault(rng.choice(hosts), []).append(
+                        objects.Instance(uuid=uuid, vcpus=vcpus,
+                                         memory_mb=256, root_gb=1,
+                                         ephemeral_gb=0))
+            for k in range(5):
+                instances.setdefault(rng.choice(hosts), []).append(
+                    objects.Instance(uuid='unleased-%d' % k, vcpus=1,
+                                     memory_mb=256, root_gb=1,
+                                     ephemeral_gb=0))
+            snap = snapshot.Snapshot(items, reservations)
+            states = [_host(h, instances=instances.get(h)) for h in hosts]
+            loads = view.host_loads(states, snap, NOW, (0, 0, 0))
+            got = sorted(zip(loads.l_own.tolist(), loads.l_end.tolist(),
+                             map(tuple, loads.l_size.T.tolist())))
+            self.assertEqual(_reference_leased(states, snap, NOW), got)

@@ -19,6 +19,7 @@ MariaDB/MySQL and PostgreSQL.
 
 import datetime
 import threading
+import time
 
 from oslo_utils import timeutils
 
@@ -78,6 +79,10 @@ class _JournalTests(object):
             self.assertEqual(*[c.slack_seconds(demand, start, end, hosts)
                                for c in cals])
 
+    def _first(self, ttl=TTL):
+        """The first snapshot (its full read runs in the background)."""
+        return self.cache.get(self.db, NOW, ttl, wait=60)
+
     def _next(self, first):
         """The snapshot the next request sees: patched, not reloaded."""
         snap = self.cache.get(self.db, NOW, TTL)
@@ -87,7 +92,7 @@ class _JournalTests(object):
 
     def test_every_change_is_seen_by_the_next_request(self):
         kept = self._lease(name='kept', host='host2')
-        first = self.cache.get(self.db, NOW, TTL)
+        first = self._first()
         self.assertIs(first, self.cache.get(self.db, NOW, TTL))
 
         # A lease admitted.
@@ -172,7 +177,7 @@ class _JournalTests(object):
             {'event_type': 'start_lease', 'time': NOW + HOUR},
             {'event_type': 'end_lease', 'time': NOW + 3 * HOUR}])
         rid = lease['reservations'][0]['id']
-        first = self.cache.get(self.db, NOW, TTL)
+        first = self._first()
         self.assertEqual('PENDING', first.reservations[rid].lease_status)
         events = api.engine_claim_events(
             self.db, 'engine-1', NOW + HOUR, 10,
@@ -200,7 +205,7 @@ class _JournalTests(object):
 
     def test_unrelated_updates_are_not_journaled(self):
         lease = self._lease()
-        first = self.cache.get(self.db, NOW, TTL)
+        first = self._first()
         api.lease_update(self.db, lease['id'], {'status_reason': 'why'})
         api.reservation_update(self.db, lease['reservations'][0]['id'],
                                {'aggregate_id': 3})
@@ -211,7 +216,7 @@ class _JournalTests(object):
         old = self._lease(name='old')
         timeutils.set_time_override(NOW)
         new = self._lease(name='new')
-        first = self.cache.get(self.db, NOW, TTL)
+        first = self._first()
         self.assertEqual(0, api.change_prune(self.db, NOW - HOUR))
         self.assertEqual(1, api.change_prune(self.db, NOW))
         # The probe moved (a row left the window): nothing to read again.
@@ -219,9 +224,11 @@ class _JournalTests(object):
         for lease in (old, new):
             self.assertIn(lease['reservations'][0]['id'], snap.reservations)
         self.assertIs(snap, self.cache.get(self.db, NOW, TTL))
-        # Every row pruned: the journal's top went back, read in full.
+        # Every row pruned: the journal's top went back, read in full (in
+        # the background: no snapshot meanwhile).
         self.assertEqual(1, api.change_prune(self.db, NOW + HOUR))
-        again = self.cache.get(self.db, NOW, TTL)
+        self.assertIsNone(self.cache.get(self.db, NOW, TTL))
+        again = self.cache.get(self.db, NOW, TTL, wait=60)
         self.assertNotEqual(first.loaded_at, again.loaded_at)
         self._same_as_full_load(again)
 
@@ -237,12 +244,156 @@ class _JournalTests(object):
                 api.sa.select(api.LEASE_CHANGES.c.created_at)).scalars())
         self.assertEqual([NOW], times)
 
+    def test_full_read_equals_the_two_query_read(self):
+        # The full read (one query, values shared) holds what the
+        # windowed read of admission control reads with two.
+        self._lease(name='pending', host='host1')
+        self._lease(name='running', host='host2', status='ACTIVE',
+                    start=NOW - HOUR, resource_id='server-1')
+        self._lease(name='ended', start=NOW - 3 * HOUR, end=NOW - HOUR)
+        dead = self._lease(name='dead', host='host3')
+        api.reservation_update(self.db, dead['reservations'][0]['id'],
+                               {'status': 'deleted'})
+        api.lease_create(self.db, {
+            'name': 'hosts', 'project_id': 'q', 'start_date': NOW - HOUR,
+            'end_date': NOW + 5 * HOUR, 'status': 'ACTIVE'},
+            reservations=[{
+                'resource_type': 'physical:host', 'status': 'active',
+                'allocations': [{
+                    'host': host, 'start_date': NOW - HOUR,
+                    'end_date': NOW + 5 * HOUR, 'whole_host': True}
+                    for host in ('host4', 'host5')]}, {
+                'resource_type': 'virtual:instance', 'status': 'active',
+                'resource_id': 'server-2',
+                'properties': {'vcpus': 1, 'memory_mb': 256,
+                               'disk_gb': 2}}])
+        # An allocation that ended, in a live lease.
+        api.lease_create(self.db, {
+            'name': 'moved', 'project_id': 'p', 'start_date': NOW - HOUR,
+            'end_date': NOW + HOUR, 'status': 'ACTIVE'},
+            reservations=[{
+                'resource_type': 'virtual:instance', 'status': 'active',
+                'resource_id': 'server-3',
+                'allocations': [{
+                    'host': 'host1', 'start_date': NOW - HOUR,
+                    'end_date': NOW, 'vcpus': 3}]}])
+        full = snapshot.load(self.db, NOW)
+        with self.db.reader() as session:
+            two = snapshot.read(session, NOW, start=NOW)
+        self.assertEqual(sorted(two.items), sorted(full.items))
+        self.assertEqual(dict(two.reservations), dict(full.reservations))
+        self.assertEqual(two.servers, full.servers)
+        self.assertEqual(two.server_rows, full.server_rows)
+        self.assertEqual({k: sorted(v) for k, v in two.allocations.items()},
+                         {k: sorted(v) for k, v in full.allocations.items()})
+        self.assertEqual({k: sorted(v) for k, v in two.host_items.items()},
+                         {k: sorted(v) for k, v in full.host_items.items()})
+        self.assertEqual({k: sorted(v) for k, v in two.by_lease.items()},
+                         {k: sorted(v) for k, v in full.by_lease.items()})
+        self.assertEqual({'server-1', 'server-2', 'server-3'},
+                         set(full.servers))
+        self.assertEqual(['host1', 'host2', 'host4', 'host5'],
+                         sorted(full.host_items))
+        self.assertEqual(calendar.Demand(1, 256, 2),
+                         full.servers['server-2'].size)
+
+    def _wait_for_another(self, old, ttl):
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            snap = self.cache.get(self.db, NOW, ttl)
+            if snap is not None and snap is not old and \
+                    snap.loaded_at != old.loaded_at:
+                return snap
+            time.sleep(0.01)
+        self.fail('no new full read')
+
     def test_old_snapshot_is_reloaded(self):
         # Older than half the journal's retention: read in full, whatever
-        # the TTL (the rows it would need may be pruned).
-        first = self.cache.get(self.db, NOW, 10 ** 9)
-        first.loaded_at -= api.CHANGE_RETENTION.total_seconds()
-        self.assertIsNot(first, self.cache.get(self.db, NOW, 10 ** 9))
+        # the TTL (in the background: the old one, still brought up to
+        # date by the journal, is used meanwhile).
+        retention = api.CHANGE_RETENTION.total_seconds()
+        first = self._first(ttl=10 ** 9)
+        release = threading.Event()
+        real = snapshot.load
+
+        def slow_load(*args):
+            release.wait(60)
+            return real(*args)
+
+        self.patch(snapshot, 'load', slow_load)
+        self.addCleanup(release.set)
+        first.loaded_at -= retention * 0.6
+        self._lease(name='meanwhile')
+        snap = self.cache.get(self.db, NOW, 10 ** 9)
+        self.assertEqual(first.loaded_at, snap.loaded_at)
+        self.assertEqual(1, len(snap.reservations))
+        release.set()
+        new = self._wait_for_another(first, 10 ** 9)
+        self._same_as_full_load(new)
+
+    def test_replaced_snapshot_is_taken_apart_once_unused(self):
+        # Freed a bit at a time by the background thread, once no request
+        # uses it (or a version of it) any more.
+        self._lease(name='a')
+        self._lease(name='b', host='host2')
+        self.patch(snapshot, 'RETIRE_POLL', 0.01)
+        first = self._first()
+        parts = first._parts()
+        in_use = self.cache.get(self.db, NOW, TTL)
+        self.assertIs(first, in_use)
+        first.loaded_at -= TTL
+        new = self._wait_for_another(first, TTL)
+        self.assertEqual(2, len(new.reservations))
+        time.sleep(0.2)
+        self.assertTrue(all(parts[1::2][:3]))   # the shared bases
+        self.assertEqual(2, len(in_use.reservations))
+        del first, in_use
+        deadline = time.monotonic() + 30
+        while any(parts) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        self.assertFalse(any(parts))
+        self._same_as_full_load(self.cache.get(self.db, NOW, TTL))
+
+    def test_failed_full_reads_back_off(self):
+        calls = []
+        real = snapshot.load
+
+        def failing(*args):
+            calls.append(time.monotonic())
+            if len(calls) < 3:
+                raise RuntimeError('full read failed (test)')
+            return real(*args)
+
+        self.patch(snapshot, 'load', failing)
+        self.patch(snapshot, 'RETRY_FIRST', 0.2)
+        self.assertIsNone(self.cache.get(self.db, NOW, TTL, wait=60))
+        # Not tried again before the back-off: 0.2 s, then 0.4 s.
+        self.assertIsNone(self.cache.get(self.db, NOW, TTL, wait=60))
+        self.assertEqual(1, len(calls))
+        deadline = time.monotonic() + 30
+        snap = None
+        while snap is None and time.monotonic() < deadline:
+            snap = self.cache.get(self.db, NOW, TTL, wait=60)
+            time.sleep(0.01)
+        self.assertIsNotNone(snap)
+        self.assertEqual(3, len(calls))
+        self.assertGreaterEqual(calls[1] - calls[0], 0.2)
+        self.assertGreaterEqual(calls[2] - calls[1], 0.4)
+
+    def test_expired_snapshot_is_not_used(self):
+        # Older than 3/4 of the retention, the journal rows it would need
+        # may be pruned: no snapshot until the new full read is there.
+        retention = api.CHANGE_RETENTION.total_seconds()
+        first = self._first(ttl=10 ** 9)
+        first.loaded_at -= retention * 0.8
+        self.assertIsNone(self.cache.get(self.db, NOW, 10 ** 9))
+        self._wait_for_another(first, 10 ** 9)
+
+    def test_ttl_starts_a_full_read_beside_the_snapshot(self):
+        first = self._first(ttl=TTL)
+        first.loaded_at -= TTL
+        self.assertIs(first, self.cache.get(self.db, NOW, TTL))
+        self._same_as_full_load(self._wait_for_another(first, TTL))
 
 
 class _SQLiteTests(_JournalTests):
@@ -251,12 +402,15 @@ class _SQLiteTests(_JournalTests):
         # SQLite hands the ids of deleted rows out again: a journal whose
         # rows differ from those the snapshot saw is another database.
         self._lease(name='a')
-        first = self.cache.get(self.db, NOW, TTL)
+        first = self._first()
         with self.db.writer() as session:
             session.execute(api.LEASE_CHANGES.delete())
             session.execute(api.LEASES.delete())
         others = [self._lease(name='b'), self._lease(name='c')]
-        snap = self.cache.get(self.db, NOW, TTL)
+        # Nothing it holds can be trusted: no snapshot until the full
+        # read (in the background) is there.
+        self.assertIsNone(self.cache.get(self.db, NOW, TTL))
+        snap = self.cache.get(self.db, NOW, TTL, wait=60)
         self.assertNotEqual(first.loaded_at, snap.loaded_at)
         self.assertEqual(sorted(o['reservations'][0]['id'] for o in others),
                          sorted(snap.reservations))
@@ -266,7 +420,7 @@ class _ConcurrentTests(_JournalTests):
     """Transactions that commit in another order than they took ids."""
 
     def test_out_of_order_commit_is_seen(self):
-        first = self.cache.get(self.db, NOW, TTL)
+        first = self._first()
         inserted = threading.Event()
         release = threading.Event()
         errors = []
