@@ -182,10 +182,14 @@ class SchedulerOutageTest(SchedulerMixin,
         self._assert_no_valid_host(self._boot(
             self._hints(self.T + 2 * HOUR), name='too-long', flavor=MEDIUM,
             wait=None))
-        # One that ends before the promise borrows its capacity.
-        short = self._boot(self._hints(self.T + HOUR / 2), name='short',
-                           flavor=MEDIUM)
-        self.assertEqual('host3', self._host(short))
+        # A server is leased only through the side database: a boot
+        # whose lease was recorded after the snapshot was read (nova-api
+        # still writes) cannot be checked, and counts as unleased, which
+        # never breaks a promise; here it is refused although it would
+        # end before the promise.
+        self._assert_no_valid_host(self._boot(
+            self._hints(self.T + HOUR / 2), name='short', flavor=MEDIUM,
+            wait=None))
 
         log = self.stdlog.logger.output
         self.assertIn('scheduling with the last snapshot of the lease '

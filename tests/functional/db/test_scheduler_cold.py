@@ -24,6 +24,7 @@ from oslo_config import fixture as config_fixture
 from oslo_utils import timeutils
 
 from nova_lease.db import api
+from nova_lease import params
 from nova_lease.scheduler import snapshot
 from nova_lease.scheduler import view
 from tests.functional.db import base
@@ -84,13 +85,32 @@ class _ColdTests(object):
                     'host': host, 'start_date': start, 'end_date': end,
                     'vcpus': vcpus, 'memory_mb': 512, 'disk_gb': 1}]}])
 
+    def _lease_hints(self, end, start=None):
+        """The hints of the first boot of a server of a lease of project
+        p1 from ``start`` (now if None) to ``end``: the internal hint
+        nova-api adds, naming a lease of the side database with a
+        reservation not linked to a server yet (one lease per interval).
+        """
+        start = start or NOW
+        key = (start, end)
+        if key not in self._leases:
+            lease = api.lease_create(self.db, {
+                'name': 'boot', 'project_id': 'p1', 'start_date': start,
+                'end_date': end, 'status': 'PENDING'},
+                reservations=[{'resource_type': 'virtual:instance',
+                               'status': 'pending', 'properties': {}}])
+            self._leases[key] = lease['id']
+        return {params.LEASE_ID_HINT: self._leases[key]}
+
     def _specs(self):
+        if not hasattr(self, '_leases'):
+            self._leases = {}
         return [
             unit._spec(vcpus=1), unit._spec(vcpus=3),
-            unit._spec(unit._lease_hints(NOW + HOUR / 2), vcpus=4),
-            unit._spec(unit._lease_hints(NOW + 150 * unit._SEC * 60),
+            unit._spec(self._lease_hints(NOW + HOUR / 2), vcpus=4),
+            unit._spec(self._lease_hints(NOW + 150 * unit._SEC * 60),
                        vcpus=2),
-            unit._spec(unit._lease_hints(NOW + 3 * HOUR, NOW + HOUR),
+            unit._spec(self._lease_hints(NOW + 3 * HOUR, NOW + HOUR),
                        vcpus=1),
             unit._spec({'reservation': self.rid}, vcpus=1),
             unit._spec({'reservation': self.rid}, vcpus=1, project='p2'),
