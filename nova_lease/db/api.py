@@ -2128,6 +2128,8 @@ EVENT_LIFECYCLE_ORDER = {
     'end_lease': 2,
 }
 _UNFINISHED = ('UNDONE', 'IN_PROGRESS')
+_START_LEASE = 'start_lease'
+_END_LEASE = 'end_lease'
 
 
 # Candidates are read a page at a time (without locks), the blocked ones
@@ -2143,10 +2145,62 @@ def _lifecycle_rank(event_type):
     return EVENT_LIFECYCLE_ORDER.get(event_type, len(EVENT_LIFECYCLE_ORDER))
 
 
+#: How long before a start an unfinished end on the same host is looked
+#: for (see _ends_in_the_way).
+END_LOOKBACK = datetime.timedelta(days=1)
+
+
+def _ends_in_the_way(session, candidates):
+    """{lease id: earliest time} of unfinished ends on the starts' hosts.
+
+    A lease that starts at T on a host where another lease's end is due
+    at or before T waits until that end is done (or has failed): run side
+    by side, the end could clear the host or return it to the free pool
+    after the start took it. Hosts come from the allocations (host leases
+    and instance leases admitted for a future start); ends of allocations
+    that ended more than END_LOOKBACK before the start are not looked at.
+    """
+    starts = sorted({c.lease_id for c in candidates
+                     if c.event_type == _START_LEASE})
+    if not starts:
+        return {}
+    mine = ALLOCATIONS.alias('mine')
+    mine_res = RESERVATIONS.alias('mine_res')
+    theirs = ALLOCATIONS.alias('theirs')
+    theirs_res = RESERVATIONS.alias('theirs_res')
+    end = EVENTS.alias('end_event')
+    stmt = (sa.select(mine_res.c.lease_id, sa.func.min(end.c.time))
+            .select_from(
+                mine.join(mine_res, mine_res.c.id == mine.c.reservation_id)
+                .join(theirs, theirs.c.host == mine.c.host)
+                .join(theirs_res,
+                      theirs_res.c.id == theirs.c.reservation_id)
+                .join(end, end.c.lease_id == theirs_res.c.lease_id))
+            .where(mine_res.c.lease_id.in_(starts),
+                   theirs_res.c.lease_id != mine_res.c.lease_id,
+                   theirs.c.end_date >= mine.c.start_date - END_LOOKBACK,
+                   theirs.c.start_date < mine.c.start_date,
+                   end.c.event_type == _END_LEASE,
+                   end.c.status.in_(_UNFINISHED))
+            .group_by(mine_res.c.lease_id))
+    return {lease_id: _datetime(when)
+            for lease_id, when in session.execute(stmt)}
+
+
 def _drop_blocked(session, candidates):
-    """The candidates (rows with id, lease_id, event_type) not blocked."""
+    """The candidates (rows with id, lease_id, event_type, time) not
+    blocked: by an unfinished earlier event of their lease, or a start by
+    an unfinished end on its hosts (:func:`_ends_in_the_way`).
+    """
     first = min(EVENT_LIFECYCLE_ORDER.values())
-    # The first event of a lease's life (its start) is never blocked.
+    in_the_way = _ends_in_the_way(session, candidates)
+    if in_the_way:
+        candidates = [c for c in candidates
+                      if c.event_type != _START_LEASE or
+                      in_the_way.get(c.lease_id) is None or
+                      in_the_way[c.lease_id] > _datetime(c.time)]
+    # The first event of a lease's life (its start) is never blocked by
+    # its own lease.
     lease_ids = sorted({c.lease_id for c in candidates
                         if _lifecycle_rank(c.event_type) > first})
     if not lease_ids:
@@ -2164,7 +2218,8 @@ def _drop_blocked(session, candidates):
             >= _lifecycle_rank(c.event_type)]
 
 
-_CLAIM_KEYS = (EVENTS.c.id, EVENTS.c.lease_id, EVENTS.c.event_type)
+_CLAIM_KEYS = (EVENTS.c.id, EVENTS.c.lease_id, EVENTS.c.event_type,
+               EVENTS.c.time)
 
 
 def _claimable(session, where, limit, columns=(EVENTS,)):
@@ -2228,9 +2283,11 @@ def engine_claim_events(db, engine_id, now, limit, on_claim=None):
     """Claim up to ``limit`` due events for ``engine_id``, atomically.
 
     Due: UNDONE, ``time`` and ``next_attempt_at`` (when set) at or before
-    ``now``, and no unfinished earlier event of the same lease (see
-    EVENT_LIFECYCLE_ORDER). Claimed events become IN_PROGRESS with
-    ``claimed_by=engine_id``, ``claimed_at=now`` and ``attempts`` + 1.
+    ``now``, no unfinished earlier event of the same lease (see
+    EVENT_LIFECYCLE_ORDER) and, for a start, no unfinished end of another
+    lease due at or before it on the same hosts (see _ends_in_the_way).
+    Claimed events become IN_PROGRESS with ``claimed_by=engine_id``,
+    ``claimed_at=now`` and ``attempts`` + 1.
 
     ``on_claim(event, lease)``, if given, is called in the transaction
     for each claimed event and returns the lease's new status or None

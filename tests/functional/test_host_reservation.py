@@ -18,6 +18,10 @@ the harness clock.
 """
 
 
+import time
+
+import fixtures
+
 from nova_lease.db import api as db_api
 from nova_lease.periodic import engine as lease_engine
 from nova_lease.plugins import host as host_plugin
@@ -167,6 +171,34 @@ class HostReservationTest(HostLeaseMixin, base.LeaseFunctionalBase):
         self.engine.process_due()
         self.assertEqual('TERMINATED', self._lease(second['id'])['status'])
         self.assertEqual(['host1'], self._aggregate('freepool')['hosts'])
+
+    def test_back_to_back_start_waits_for_the_end(self):
+        # The first lease's end takes its time (servers to clear, Nova
+        # busy): the second lease's start on the same host must not run
+        # beside it, or the end puts the host back into the free pool
+        # after the start took it out.
+        self._register('host1')
+        first = self._create(self._lease_body(
+            self._at(hours=1), self._at(hours=2), name='first'))
+        second = self._create(self._lease_body(
+            self._at(hours=2), self._at(hours=3), name='second'))
+        self.clock.advance(hours=1)
+        self.engine.process_due()
+        slow_end = self.plugin.on_end
+
+        def on_end(lease, reservation):
+            time.sleep(1.0)
+            return slow_end(lease, reservation)
+        self.useFixture(fixtures.MockPatchObject(self.plugin, 'on_end',
+                                                 side_effect=on_end))
+        self.clock.advance(hours=1)
+        self.engine.process_due()
+        self.assertEqual('TERMINATED', self._lease(first['id'])['status'])
+        self.assertEqual('ACTIVE', self._lease(second['id'])['status'])
+        res2 = self._lease(second['id'])['reservations'][0]['id']
+        self.assertEqual(['host1'], self._aggregate(
+            host_plugin.aggregate_name(res2))['hosts'])
+        self.assertEqual([], self._aggregate('freepool')['hosts'])
 
     def test_delete_active_lease_ends_it_and_shelve_on_end(self):
         self._register('host1')

@@ -93,6 +93,38 @@ class _EngineDbTests(object):
         self.assertEqual([(ending['id'], 'end_lease')],
                          [(e['lease_id'], e['event_type']) for e in claimed])
 
+    def test_start_waits_for_an_end_on_its_hosts(self):
+        # 'ending' holds host h1 until T0, 'next' takes it at T0; 'other'
+        # starts at T0 on h2 and does not wait.
+        leases = {}
+        for name, start, end, host in (('ending', T0 - _s(60), T0, 'h1'),
+                                       ('next', T0, T0 + _s(60), 'h1'),
+                                       ('other', T0, T0 + _s(60), 'h2')):
+            leases[name] = api.lease_create(
+                self.db, {'name': name, 'project_id': 'p',
+                          'start_date': start, 'end_date': end,
+                          'status': 'PENDING'},
+                reservations=[{'resource_type': 'noop', 'allocations': [{
+                    'host': host, 'start_date': start, 'end_date': end,
+                    'whole_host': True}]}],
+                events=lease_events.lease_events(start, end))
+        for event in self._events(leases['ending']).values():
+            if event['event_type'] == 'start_lease':
+                api.event_update(self.db, event['id'], {'status': 'DONE'})
+        claimed = self._claim(T0)
+        self.assertEqual(
+            [(leases['ending']['id'], 'end_lease'),
+             (leases['other']['id'], 'start_lease')],
+            [(e['lease_id'], e['event_type']) for e in claimed])
+        # Still running: the start waits; done: it runs.
+        self.assertEqual([], self._claim(T0 + _s(1)))
+        api.engine_complete_events(self.db, 'e1', [
+            {'event_id': claimed[0]['id'], 'lease_id': leases['ending']['id'],
+             'status': 'DONE'}], now=T0 + _s(1))
+        self.assertEqual([(leases['next']['id'], 'start_lease')],
+                         [(e['lease_id'], e['event_type'])
+                          for e in self._claim(T0 + _s(1))])
+
     def test_end_waits_for_start_even_when_retried(self):
         lease = self._lease(T0, T0 + _s(10), name='x')
         start, = self._claim(T0)
