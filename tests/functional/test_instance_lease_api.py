@@ -18,7 +18,6 @@ from unittest import mock
 
 from nova.compute import api as nova_compute_api
 from nova import exception as nova_exception
-from nova import policy as nova_policy
 from oslo_serialization import jsonutils
 
 from nova_lease.db import api as db_api
@@ -223,8 +222,7 @@ class TestLeasedBoot(LeaseApiBase):
                           'lease_status': 'pending'}, server['metadata'])
 
     def test_policy_refuses_before_nova(self):
-        self.policy.set_rules({'nova_lease:leases:create': '!'},
-                              overwrite=False)
+        self.set_policy({'nova_lease:leases:create': '!'})
         resp = self._post({'reserved': 'True', 'lease_params': self._params(
             duration='1h')}, status=403)
         self.assertIn('nova_lease:leases:create',
@@ -232,22 +230,19 @@ class TestLeasedBoot(LeaseApiBase):
         self.assertNothingLeft()
 
     def test_policy_change_applies_to_the_next_boot(self):
-        # Grants are remembered (nova_lease.policy), keyed by the rule as it
-        # is, its rule: references resolved: an override of our rule or of
-        # a rule it refers to applies to the very next boot.
+        # An edit of the policy file, of our rule or of a Nova rule that
+        # it refers to, applies to the very next boot.
         params = self._params(start='now', duration='1h')
         self._post({'lease_params': params}, name='first')
         self._post({'lease_params': params}, name='second')
         for rules in ({'nova_lease:leases:create': '!'},
                       {'project_member_or_admin': 'role:admin'}):
-            saved = {name: str(nova_policy._ENFORCER.rules[name])
-                     for name in rules}
-            self.policy.set_rules(rules, overwrite=False)
+            self.set_policy(rules)
             resp = self._post({'lease_params': params}, name='refused',
                               status=403)
             self.assertIn('nova_lease:leases:create',
                           resp.body['forbidden']['message'])
-            self.policy.set_rules(saved, overwrite=False)
+            self.set_policy({})
             self._post({'lease_params': params}, name='again')
         self.assertEqual(4, len(self._leases()))
         self.assertEqual(4, len(self._servers()))
