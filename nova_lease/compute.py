@@ -225,6 +225,17 @@ class ComputeClient(object):
         return [s.to_dict() for s in
                 self._nova.servers.list(search_opts=search)]
 
+    @_translate('list changed servers', reads=True)
+    def list_servers_changed_since(self, since):
+        """{id: server} of every project's servers changed since ``since``
+        (a naive UTC datetime), deleted ones included: one request
+        (``GET /servers/detail?changes-since=...``) for many waits.
+        """
+        search = {'all_tenants': 1,
+                  'changes-since': since.strftime('%Y-%m-%dT%H:%M:%SZ')}
+        return {s.id: s.to_dict() for s in
+                self._nova.servers.list(search_opts=search)}
+
     @_translate('get server scheduler hints')
     def get_server_scheduler_hints(self, server_id):
         """The scheduler hints Nova keeps for the server (from its boot).

@@ -300,13 +300,17 @@ class InstanceEndpoint(object):
     """
 
     filter_rule = oslo_messaging.NotificationFilter(
-        event_type=r'^instance\.(create|delete)\.end$')
+        event_type=r'^instance\.(create|delete|unshelve)\.end$')
 
     def __init__(self, hook):
         self.hook = hook
 
     def info(self, ctxt, publisher_id, event_type, payload, metadata):
         data = _payload_data(payload)
+        # An engine of this process may be waiting for this server (a
+        # start it issued): it looks now instead of at its next poll.
+        from nova_lease.periodic import engine as lease_engine
+        lease_engine.server_changed(data.get('uuid'))
         try:
             if event_type == CREATE_END:
                 self.hook.instance_created(data)

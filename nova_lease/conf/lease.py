@@ -200,13 +200,19 @@ batch is free (a claim costs a transaction whatever its size).
 Number of worker threads of one nova-lease-engine that run resource plugin
 actions (events of different leases run in parallel; the events of one
 lease always run one after the other).
+
+A worker is not held while Nova builds or unshelves the server of a start:
+the plugin returns what it waits for, and the engine watches all such
+servers at once (one batched status poll a second, and the versioned
+notifications), so a burst of starts issues all its Nova actions at once.
 """),
     cfg.IntOpt('plugin_call_timeout',
                default=600,
                min=1,
                help="""
-Seconds one resource plugin action (e.g. unshelving the servers of a lease
-and waiting until they are ACTIVE) may take before the engine counts it as
+Seconds one resource plugin action (e.g. deleting the servers of a lease
+and waiting until they are gone), or one wait of a start for its server
+(built or unshelved, and ACTIVE), may take before the engine counts it as
 failed and retries the event (see max_retries and retry_interval).
 
 The abandoned call is cancelled: its thread cannot be interrupted while it

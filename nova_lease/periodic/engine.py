@@ -70,6 +70,7 @@ from oslo_log import log as logging
 from oslo_utils import timeutils
 from oslo_utils import uuidutils
 
+from nova_lease import compute
 from nova_lease.db import api as db_api
 from nova_lease import exception
 from nova_lease import guard
@@ -103,6 +104,15 @@ def wake_all():
     """Wake every engine of this process (e.g. a lease was just created)."""
     for engine in list(_ENGINES):
         engine.wake()
+
+
+def server_changed(server_id=None):
+    """A server changed (a versioned notification): engines of this
+    process that wait for a server look at once instead of at their next
+    poll.
+    """
+    for engine in list(_ENGINES):
+        engine.observe_now(server_id)
 
 
 def check_options(opts):
@@ -154,13 +164,39 @@ class GaveUp(exception.NovaLeaseException):
                'running it died or hung); last error: %(error)s')
 
 
+class _Waiting(object):
+    """One plugin Wait of a job, watched by the engine's observer."""
+
+    __slots__ = ('job', 'plugin', 'wait', 'what', 'deadline', 'since')
+
+    def __init__(self, job, plugin, wait, what, timeout):
+        self.job = job
+        self.plugin = plugin
+        self.wait = wait
+        self.what = what
+        self.deadline = time.monotonic() + timeout
+        # Changes of the server since a little before the wait began
+        # (the server may have changed between the plugin's look and
+        # now; Nova's updated_at has second precision).
+        self.since = timeutils.utcnow() - _CHANGES_MARGIN
+
+
+#: How far before a wait began its batched poll looks for changes.
+_CHANGES_MARGIN = datetime.timedelta(seconds=10)
+
+
 class _Job(object):
     __slots__ = ('event', 'state', 'result', 'notices', 'call_started',
-                 'call_what', 'guard')
+                 'call_what', 'guard', 'waits', 'parked', 'notes')
 
     def __init__(self, event, claim_check=None):
         self.event = event
-        self.state = 'queued'     # -> running -> (timed_out) | cancelled
+        # queued -> running -> (waiting -> running ...) -> done;
+        # timed_out | cancelled
+        self.state = 'queued'
+        self.waits = 0            # Waits of the job not yet resumed
+        self.parked = []          # its Waits until the job is 'waiting'
+        self.notes = []           # the plugins' notes so far
         self.result = None
         self.notices = ()
         self.call_started = None  # monotonic start of the plugin call
@@ -329,6 +365,11 @@ class Engine(object):
         self._pool = _WorkerPool(self.opts.engine_workers, 'lease-engine')
         self._claims = _ClaimChecker(self.db, self.engine_id)
         self._notify_pool = _WorkerPool(1, 'lease-notify')
+        # Plugin Waits (nova_lease.plugins.base.Wait) being watched, and
+        # the observer thread that watches them (started when needed).
+        self._waiting = []
+        self._observe = threading.Event()
+        self._observer = None
         self._last_recovery = None
         self._last_refresh = timeutils.utcnow()
         # Registration and heartbeats (see run()).
@@ -352,6 +393,13 @@ class Engine(object):
     def wake(self):
         """Look at the database now (thread-safe)."""
         self._wakeup.set()
+
+    def observe_now(self, server_id=None):
+        """Poll the waited servers now (thread-safe; e.g. one of them sent
+        a notification).
+        """
+        if self._waiting:
+            self._observe.set()
 
     def stop(self):
         """Ask :meth:`run` to finish or release its claims and return."""
@@ -739,6 +787,7 @@ class Engine(object):
                     job.guard.cancel('engine %s stopped before it ran'
                                      % self.engine_id)
         self._pool.shutdown(cancel=True)
+        self._observe.set()     # the observer sees _shutting_down
         deadline = time.monotonic() + self.opts.engine_shutdown_timeout
         while True:
             running = [j for j in self._unfinished()
@@ -1009,7 +1058,11 @@ class Engine(object):
                     else:
                         result, notices = self._failure(event, lease, e)
                 else:
-                    result, notices = self._success(event, lease, notes)
+                    job.notes.extend(notes)
+                    if self._wait_for(job):
+                        return      # the observer resumes it
+                    result, notices = self._success(event, lease,
+                                                    job.notes)
         except Exception as e:     # a bug: keep the claim, say so
             LOG.exception('Engine error on event %s', event['id'])
             result, notices = self._failure(event, lease, e)
@@ -1056,6 +1109,168 @@ class Engine(object):
                 self._recorder_stop.wait(backoff)
                 self._record_wakeup.set()
 
+    # -- acting, then observing (plugin Waits) ----------------------------
+
+    def _park(self, job, plugin, wait, what):
+        """Watch a plugin's Wait of job (see nova_lease.plugins.base)."""
+        entry = _Waiting(job, plugin, wait, '%s: %s' % (what, wait.what),
+                         self.opts.plugin_call_timeout)
+        LOG.debug('%(job)s waits for %(what)s',
+                  {'job': job.guard.describe, 'what': wait.what})
+        with self._lock:
+            job.waits += 1
+            if job.state == 'waiting':
+                self._waiting.append(entry)
+            else:
+                job.parked.append(entry)
+        self._start_observer()
+        self._observe.set()
+
+    def _wait_for(self, job):
+        """After the job's plugin calls: True if it now waits (its worker
+        is free; the observer resumes it).
+        """
+        with self._lock:
+            if not job.waits or job.state != 'running':
+                return False
+            job.state = 'waiting'
+            self._waiting.extend(job.parked)
+            job.parked = []
+        self._observe.set()
+        return True
+
+    def _start_observer(self):
+        with self._lock:
+            if self._observer is not None or self._shutting_down:
+                return
+            self._observer = threading.Thread(
+                target=self._observe_loop, name='lease-observer',
+                daemon=True)
+        self._observer.start()
+
+    def _observe_loop(self):
+        """Watch the waited servers: one batched poll per interval."""
+        while not self._shutting_down:
+            with self._lock:
+                entries = list(self._waiting)
+            if not entries:
+                self._observe.wait(self.opts.engine_max_sleep)
+                self._observe.clear()
+                continue
+            interval = min(getattr(e.plugin.compute, 'poll_interval', 1.0)
+                           for e in entries)
+            self._observe.wait(interval)
+            self._observe.clear()
+            try:
+                self._poll(entries)
+            except Exception:
+                LOG.exception('Lease engine %s: error while watching '
+                              'servers', self.engine_id)
+
+    def _poll(self, entries):
+        groups = collections.defaultdict(list)
+        for entry in entries:
+            groups[id(entry.plugin.compute)].append(entry)
+        for group in groups.values():
+            client = group[0].plugin.compute
+            try:
+                changed = client.list_servers_changed_since(
+                    min(e.since for e in group))
+            except Exception as e:
+                LOG.warning('Lease engine %(id)s: cannot list the servers '
+                            'it waits for (%(error)s); trying again',
+                            {'id': self.engine_id, 'error': e})
+                changed = {}
+            for entry in group:
+                self._look(entry, client, changed)
+
+    def _look(self, entry, client, changed):
+        if entry.job.guard.cancelled:
+            self._unwatch(entry)
+            return
+        server = changed.get(entry.wait.server_id)
+        outcome = entry.wait.outcome(server) if server is not None else None
+        error = None
+        if outcome is None and time.monotonic() > entry.deadline:
+            # One last look of its own before giving up.
+            try:
+                server = client.get_server(entry.wait.server_id)
+            except compute.ServerNotFound:
+                server = None
+            except Exception:
+                pass
+            outcome = entry.wait.outcome(server)
+            if outcome is None:
+                error = PluginTimeout(what=entry.what,
+                                      timeout=self.opts.plugin_call_timeout)
+        if outcome == 'failed':
+            error = entry.wait.failure(server)
+        if outcome is None and error is None:
+            return
+        if not self._unwatch(entry):
+            return
+        try:
+            self._pool.submit(self._resume, entry, server, error)
+        except RuntimeError:    # stopping: its claim is released
+            pass
+
+    def _unwatch(self, entry):
+        with self._lock:
+            try:
+                self._waiting.remove(entry)
+            except ValueError:
+                return False
+        return True
+
+    def _resume(self, entry, server, error):
+        """In a worker: continue a job once a Wait of it is over."""
+        job = entry.job
+        with self._lock:
+            if job.state != 'waiting':
+                return
+        failure = None
+        if error is not None:
+            failure = plugin_base.PluginError(
+                reason='%s failed: %s' % (entry.what, error))
+        else:
+            try:
+                with guard.installed(job.guard):
+                    job.guard.check(entry.what, side_effect=False)
+                    note = entry.wait.then(server)
+            except Exception as e:
+                failure = plugin_base.PluginError(
+                    reason='%s failed: %s' % (entry.what, e))
+            else:
+                if isinstance(note, plugin_base.Wait):
+                    self._park(job, entry.plugin, note, entry.what)
+                elif isinstance(note, str) and note:
+                    job.notes.append(note)
+        with self._lock:
+            job.waits -= 1
+            done = failure is not None or job.waits == 0
+            if not done or job.state != 'waiting':
+                return
+            job.state = 'running'
+            # The other Waits of a failed job are dropped.
+            self._waiting = [e for e in self._waiting if e.job is not job]
+        event = job.event
+        if failure is not None:
+            result, notices = self._failure(event, event['lease'], failure)
+        else:
+            result, notices = self._success(event, event['lease'],
+                                            job.notes)
+        self._finish(job, result, notices)
+
+    def _finish(self, job, result, notices):
+        with self._lock:
+            job.notices = notices
+            job.result = result
+            self._finished.append(job)
+        if self._recorder is not None:
+            self._record_wakeup.set()
+        else:
+            self._wakeup.set()
+
     def _max_retries(self, lease):
         retries = lease.get('retries')
         return self.opts.max_retries if retries is None else retries
@@ -1099,7 +1314,9 @@ class Engine(object):
                 with self._lock:
                     job.call_started = None
                     self._calls.pop(id(job), None)
-            if isinstance(note, str) and note:
+            if isinstance(note, plugin_base.Wait):
+                self._park(job, plugin, note, what)
+            elif isinstance(note, str) and note:
                 notes.append(note)
         if etype == _T.BEFORE_END_LEASE:
             job.guard.check('the %s notification' % notifications.BEFORE_END)

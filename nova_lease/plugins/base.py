@@ -38,6 +38,17 @@ as the lease's ``status_reason`` and the event's ``last_error`` (the event
 is still DONE), and sends it with the lease notification. Return None
 (what a method without a return statement does) when there is nothing to
 say.
+A method that has asked Nova for something that takes time (a server to
+build or unshelve) returns a :class:`Wait` instead of waiting: it names
+the server, the statuses to wait for, and what to do once the server is
+there (``then(server)``, which may return a note, None or another Wait).
+The engine then frees its worker, watches every waited server with one
+batched status poll (``GET /servers/detail?changes-since=...``; a versioned
+notification of the server makes it look at once), and calls ``then`` in
+a worker when the server is there: a burst of starts issues all its Nova
+actions at once instead of one per worker. Outside the engine,
+:func:`resolve` waits for a Wait in place.
+
 A call that outlives ``[nova_lease] plugin_call_timeout``, or whose
 event's claim was taken over, is abandoned by the engine: its requests to
 Nova through ``nova_lease.compute`` are then refused (``nova_lease.guard``
@@ -70,6 +81,82 @@ class PluginError(exception.NovaLeaseException):
     """A plugin action failed; the message says what and where."""
 
     msg_fmt = '%(reason)s'
+
+
+class Wait(object):
+    """What a plugin method returns to have the engine wait for a server.
+
+    :param server_id: the server to watch.
+    :param wanted: statuses that end the wait (with no task state).
+    :param then: called with the server (a dict) once it is in a wanted
+        status; returns a note, None, or another Wait.
+    :param fail_statuses: statuses (with no task state) that fail it
+        (the plugin method then fails, with the server's fault).
+    :param what: what is waited for, for messages.
+    """
+
+    def __init__(self, server_id, wanted, then, fail_statuses=('ERROR',),
+                 what=None):
+        self.server_id = server_id
+        self.wanted = tuple(wanted)
+        self.then = then
+        self.fail_statuses = tuple(fail_statuses)
+        self.what = what or 'server %s to be %s' % (
+            server_id, '/'.join(self.wanted))
+
+    def __repr__(self):
+        return '<Wait for %s>' % self.what
+
+    def outcome(self, server):
+        """'done', 'failed' or None (not yet) for the server (a dict, or
+        None when it is gone).
+        """
+        if server is None:
+            return 'failed'
+        task = server.get('OS-EXT-STS:task_state')
+        status = server.get('status')
+        if task:
+            return None
+        if status in self.wanted:
+            return 'done'
+        if status in self.fail_statuses or status in ('DELETED',
+                                                      'SOFT_DELETED'):
+            return 'failed'
+        return None
+
+    def failure(self, server):
+        """The PluginError of a failed wait."""
+        if server is None or server.get('status') in ('DELETED',
+                                                      'SOFT_DELETED'):
+            return PluginError(reason='server %s disappeared while waiting '
+                                      'for it to be %s' % (
+                                          self.server_id,
+                                          '/'.join(self.wanted)))
+        fault = (server.get('fault') or {}).get('message')
+        return PluginError(reason='server %s is %s instead of %s%s' % (
+            self.server_id, server.get('status'), '/'.join(self.wanted),
+            ': %s' % fault if fault else ''))
+
+
+def resolve(result, compute, timeout):
+    """Wait in place for what a plugin method returned; return its note.
+
+    For callers outside the engine: each :class:`Wait` is waited for with
+    ``compute.wait_for_server`` and its ``then`` called, until a note or
+    None comes back.
+    """
+    while isinstance(result, Wait):
+        from nova_lease import compute as compute_mod
+        try:
+            server = compute.wait_for_server(
+                result.server_id, result.wanted, timeout,
+                fail_statuses=result.fail_statuses)
+        except compute_mod.ServerNotFound:
+            raise result.failure(None) from None
+        except compute_mod.ServerInErrorState as e:
+            raise PluginError(reason=str(e)) from e
+        result = result.then(server)
+    return result
 
 
 class ResourcePlugin(metaclass=abc.ABCMeta):

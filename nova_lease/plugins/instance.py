@@ -20,7 +20,9 @@
   Then wait until it is ACTIVE (a server that is already ACTIVE is a
   success; one still building is waited for; ERROR, e.g. no valid host,
   fails the attempt), set its metadata ``lease_status=active`` and
-  remove its ``reserved`` tag.
+  remove its ``reserved`` tag. The waits are returned to the engine
+  (:class:`nova_lease.plugins.base.Wait`), which watches all its waited
+  servers at once, so that no worker is held while Nova builds.
 * ``before_end``: nothing (the engine sends the ``lease.before_end``
   notification).
 * ``on_end``: the lease's ``on_end`` (``[nova_lease] on_end`` by default):
@@ -37,6 +39,8 @@ but not linked (its start failed between the two) is found by its
 Every step is idempotent and waits, at most ``[nova_lease]
 plugin_call_timeout`` seconds, until Nova has done it.
 """
+
+import functools
 
 from oslo_log import log as logging
 
@@ -90,13 +94,34 @@ class InstancePlugin(base.ComputePlugin):
         else:
             server_id = self._server_id(lease, reservation)
         try:
-            server = self._stable(server_id, _USABLE + _SHELVED)
+            server = self.compute.get_server(server_id)
         except compute.ServerNotFound:
             raise base.PluginError(
                 reason='server %s of lease %s (%s) no longer exists; it '
                        'cannot be started' % (server_id, lease['id'],
                                               lease.get('name'))) from None
-        if server['status'] in _SHELVED:
+        return self._start(lease, server_id, created, server)
+
+    def _start(self, lease, server_id, created, server):
+        """The next step of a start, from the server as it is now.
+
+        Returns a :class:`~nova_lease.plugins.base.Wait` while Nova works
+        (a build, an unshelve, another task): the engine's worker is free
+        meanwhile.
+        """
+        status = server.get('status')
+        if server.get('OS-EXT-STS:task_state') or status not in (
+                _USABLE + _SHELVED + ('ERROR',)):
+            # Being built (created at the start) or busy: wait until it
+            # is stable, then look again.
+            return base.Wait(
+                server_id, _USABLE + _SHELVED,
+                functools.partial(self._start, lease, server_id, created),
+                what='server %s of lease %s to be built or stable'
+                     % (server_id, lease['id']))
+        if status == 'ERROR':
+            raise base.Wait(server_id, ('ACTIVE',), None).failure(server)
+        if status in _SHELVED:
             LOG.info('Unshelving server %(server)s for lease %(lease)s',
                      {'server': server_id, 'lease': lease['id']})
             try:
@@ -106,9 +131,15 @@ class InstancePlugin(base.ComputePlugin):
                 LOG.info('Server %s is already changing state', server_id)
             # A failed unshelve (no valid host) puts the server back in
             # SHELVED_OFFLOADED without a task: that is a failure.
-            self.compute.wait_for_server(
-                server_id, ('ACTIVE',), self._timeout,
-                fail_statuses=('ERROR',) + _SHELVED)
+            return base.Wait(
+                server_id, ('ACTIVE',),
+                functools.partial(self._started, server_id, created),
+                fail_statuses=('ERROR',) + _SHELVED,
+                what='server %s of lease %s to be unshelved'
+                     % (server_id, lease['id']))
+        return self._started(server_id, created, server)
+
+    def _started(self, server_id, created, server):
         self.compute.set_server_metadata(server_id,
                                          {METADATA_STATUS: 'active'})
         if not created:

@@ -205,9 +205,26 @@ class InstancePluginTest(testtools.TestCase):
 
     def test_start_unshelves(self):
         plugin = self._plugin('SHELVED_OFFLOADED')
-        plugin.on_start(self.lease, self.reservation)
+        # It asks Nova, then returns what to wait for (the engine watches
+        # it without holding a worker); the rest follows once ACTIVE.
+        wait = plugin.on_start(self.lease, self.reservation)
+        self.assertIsInstance(wait, plugin_base.Wait)
+        self.assertEqual(('ACTIVE',), wait.wanted)
+        self.assertEqual(['unshelve'], self.fake.calls)
+        self.assertIsNone(plugin_base.resolve(wait, self.fake, 5))
         self.assertEqual(['unshelve', "metadata {'lease_status': 'active'}",
                           'untag reserved'], self.fake.calls)
+
+    def test_failed_unshelve_fails_the_start(self):
+        plugin = self._plugin('SHELVED_OFFLOADED')
+        wait = plugin.on_start(self.lease, self.reservation)
+        server = dict(self.fake.servers[SERVER], status='SHELVED_OFFLOADED',
+                      fault={'message': 'No valid host'})
+        self.assertEqual('failed', wait.outcome(server))
+        self.assertIn('No valid host', str(wait.failure(server)))
+        self.assertIsNone(wait.outcome(dict(
+            server, **{'OS-EXT-STS:task_state': 'unshelving'})))
+        self.assertEqual('failed', wait.outcome(None))
 
     def test_start_of_active_server_is_success(self):
         plugin = self._plugin('ACTIVE')

@@ -1,0 +1,267 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""Benchmark: a burst of N lease starts due at the same second.
+
+Runs the in-process Nova 34 of the functional harness with Nova's RPC casts
+asynchronous (as in a deployment: an unshelve or a boot returns before the
+compute has done it), Nova's versioned notifications delivered to the
+compute hook, and the engine as nova-lease-engine builds it (its default
+``engine_workers`` and poll interval). For each N it times, from the due
+instant to each server ACTIVE (seen by a watcher polling the compute API
+every 100 ms), two paths side by side, each against its floor -- the same
+Nova actions sent by hand, with no engine:
+
+* ``unshelve``: N leased servers, shelved (offloaded), whose leases start
+  at the same second (as leases made before servers were created at their
+  start are; set up directly in the side database); floor: the N
+  unshelves sent one after the other by a script;
+* ``create``: N future instance leases booted with ``nova boot --hint
+  lease_params=...``, whose servers the engine creates at their start;
+  floor: the N boots sent one after the other.
+
+Per path and N: ``p50_s``, ``p99_s``, ``max_s`` and the floor's
+``floor_p50_s``, ``floor_p99_s``, ``floor_max_s``, and ``ratio`` (p99
+over the floor's p99). The last line is one JSON object with ``n`` (the
+largest N), and ``p99_s``, ``floor_p99_s``, ``ratio`` and ``path`` of the
+worse path at that N, with every figure under ``runs``. Target: ``ratio``
+at most 1.5 at N = 100.
+
+    python benchmarks/wakeup.py [--sizes 20,100] [--spawn-seconds 0]
+
+``--spawn-seconds`` adds that much time to each spawn of the fake virt
+driver (a hypervisor's own time), for engine and floor alike.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import statistics
+import sys
+import threading
+import time
+import unittest
+
+os.environ.setdefault('OS_NOVA_DISABLE_EVENTLET_PATCHING', '1')
+sys.path.insert(0, os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+
+import nova.tests.functional  # noqa: E402,F401  (first, as in the tests)
+
+import fixtures  # noqa: E402
+from nova.virt import fake as fake_virt  # noqa: E402
+from oslo_serialization import jsonutils  # noqa: E402
+
+from nova_lease.db import api as db_api  # noqa: E402
+from nova_lease.periodic import events as lease_events  # noqa: E402
+# Imported before Nova's fixtures forbid os.uname() (numpy calls it).
+from nova_lease.scheduler import filters  # noqa: E402,F401,I100
+from tests.functional import test_instance_lease  # noqa: E402
+
+ARGS = None
+RESULT = {}
+
+
+def _pct(values, q):
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
+
+
+class _Watcher(object):
+    """Polls the compute API; records when each server is first ACTIVE."""
+
+    def __init__(self, api, interval=0.1):
+        self.api = api
+        self.interval = interval
+        self.active = {}
+        self._stop = threading.Event()
+
+    def run(self, expected, timeout):
+        deadline = time.monotonic() + timeout
+        while len(self.active) < expected:
+            if time.monotonic() > deadline:
+                raise AssertionError('only %d of %d servers ACTIVE after '
+                                     '%d s' % (len(self.active), expected,
+                                               timeout))
+            now = time.monotonic()
+            for server in self.api.get_servers(
+                    search_opts={'all_tenants': 1}):
+                if (server['status'] == 'ACTIVE' and
+                        not server['OS-EXT-STS:task_state']):
+                    self.active.setdefault(server['id'], now)
+            time.sleep(self.interval)
+
+
+class WakeupBench(test_instance_lease.InstanceLeaseTest):
+
+    CAST_AS_CALL = False
+    LISTEN = True
+    COMPUTES = {'host1': (128, 262144, 4000), 'host2': (128, 262144, 4000)}
+
+    def setUp(self):
+        super().setUp()
+        self.flags(instances=-1, cores=-1, ram=-1, group='quota')
+        if ARGS.spawn_seconds:
+            original = fake_virt.FakeDriver.spawn
+
+            def spawn(driver, *args, **kwargs):
+                time.sleep(ARGS.spawn_seconds)
+                return original(driver, *args, **kwargs)
+            self.useFixture(fixtures.MonkeyPatch(
+                'nova.virt.fake.FakeDriver.spawn', spawn))
+
+    def _engine(self, **overrides):
+        engine = super()._engine(**overrides)
+        # The production poll interval (tests use 0.1 s).
+        engine.plugins['virtual:instance'].compute.poll_interval = 1.0
+        return engine
+
+    def _clean(self):
+        for server in self.admin_api.get_servers(
+                search_opts={'all_tenants': 1}):
+            self.admin_api.delete_server(server['id'])
+        self._wait_for(lambda: not self.admin_api.get_servers(
+            search_opts={'all_tenants': 1}), 'no server left', timeout=300)
+
+    def _times(self, t0, watcher):
+        return [t - t0 for t in watcher.active.values()]
+
+    def _shelved(self, n):
+        servers = []
+        for i in range(n):
+            servers.append(self._boot(name='s%d' % i, wait=None))
+        ids = [s['id'] for s in servers]
+        for server_id in ids:
+            self._wait_for_state_change({'id': server_id}, 'ACTIVE')
+            self.admin_api.post_server_action(server_id, {'shelve': None})
+        for server_id in ids:
+            self._wait_for_state_change({'id': server_id},
+                                        'SHELVED_OFFLOADED')
+        return ids
+
+    def _floor_unshelve(self, n):
+        ids = self._shelved(n)
+        watcher = _Watcher(self.admin_api)
+        t0 = time.monotonic()
+        for server_id in ids:
+            self.admin_api.post_server_action(server_id, {'unshelve': None})
+        watcher.run(n, 600)
+        times = self._times(t0, watcher)
+        self._clean()
+        return times
+
+    def _engine_unshelve(self, n):
+        ids = self._shelved(n)
+        start = (self.clock.now + datetime.timedelta(hours=1)).replace(
+            second=0, microsecond=0)
+        end = start + datetime.timedelta(hours=2)
+        for server_id in ids:
+            # A PENDING lease holding its shelved server, as leases made
+            # before servers were created at their start hold theirs.
+            db_api.lease_create(self.db, {
+                'name': 'shelved', 'project_id': self.api.project_id,
+                'user_id': 'fake', 'start_date': start, 'end_date': end,
+                'status': 'PENDING'}, reservations=[{
+                    'resource_type': 'virtual:instance',
+                    'resource_id': server_id, 'status': 'pending',
+                    'properties': {'vcpus': 1, 'memory_mb': 512,
+                                   'disk_gb': 1}}],
+                events=lease_events.lease_events(start, end))
+        return self._run_engine(start, n)
+
+    def _run_engine(self, start, n):
+        watcher = _Watcher(self.admin_api)
+        self.clock.advance_to(start)
+        t0 = time.monotonic()
+        done = threading.Thread(target=self.engine.process_due,
+                                kwargs={'timeout': 600})
+        done.start()
+        watcher.run(n, 600)
+        done.join(600)
+        times = self._times(t0, watcher)
+        leases = [lease for lease in db_api.lease_list(self.db)
+                  if lease['status'] == 'ACTIVE']
+        self.assertEqual(n, len(leases))
+        self._clean()
+        return times
+
+    def _floor_create(self, n):
+        watcher = _Watcher(self.admin_api)
+        t0 = time.monotonic()
+        for i in range(n):
+            self._boot(name='c%d' % i, wait=None)
+        watcher.run(n, 600)
+        times = self._times(t0, watcher)
+        self._clean()
+        return times
+
+    def _engine_create(self, n):
+        start = (self.clock.now + datetime.timedelta(hours=1)).replace(
+            second=0, microsecond=0)
+        params = jsonutils.dumps({'start': start.strftime('%Y-%m-%d %H:%M'),
+                                  'duration': '2h'})
+        for i in range(n):
+            self._boot(hints={'lease_params': params}, name='f%d' % i,
+                       wait=None)
+        return self._run_engine(start, n)
+
+    def _figures(self, times, floor):
+        out = {'p50_s': round(statistics.median(times), 3),
+               'p99_s': round(_pct(times, 0.99), 3),
+               'max_s': round(max(times), 3),
+               'floor_p50_s': round(statistics.median(floor), 3),
+               'floor_p99_s': round(_pct(floor, 0.99), 3),
+               'floor_max_s': round(max(floor), 3)}
+        out['ratio'] = round(out['p99_s'] / out['floor_p99_s'], 2)
+        return out
+
+    def test_bench(self):
+        runs = {}
+        for n in ARGS.sizes:
+            for path, floor, engine in (
+                    ('unshelve', self._floor_unshelve, self._engine_unshelve),
+                    ('create', self._floor_create, self._engine_create)):
+                floor_times = floor(n)
+                times = engine(n)
+                runs['%s_%d' % (path, n)] = dict(
+                    self._figures(times, floor_times), n=n, path=path)
+                print(json.dumps(runs['%s_%d' % (path, n)]), flush=True)
+        n = max(ARGS.sizes)
+        worst = max((r for r in runs.values() if r['n'] == n),
+                    key=lambda r: r['ratio'])
+        RESULT.update({
+            'n': n, 'path': worst['path'], 'p99_s': worst['p99_s'],
+            'floor_p99_s': worst['floor_p99_s'], 'ratio': worst['ratio'],
+            'runs': runs, 'engine_workers': self.engine.opts.engine_workers,
+            'spawn_seconds': ARGS.spawn_seconds,
+            'load_average_1min': round(os.getloadavg()[0], 2)})
+
+
+def main(argv=None):
+    global ARGS
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('--sizes', default='20,100',
+                        type=lambda v: [int(x) for x in v.split(',')])
+    parser.add_argument('--spawn-seconds', type=float, default=0.0)
+    ARGS = parser.parse_args(argv)
+    os.environ['OS_TEST_TIMEOUT'] = '0'
+    suite = unittest.TestSuite([WakeupBench('test_bench')])
+    result = unittest.TextTestRunner(stream=sys.stderr, verbosity=0).run(
+        suite)
+    if not result.wasSuccessful() or not RESULT:
+        return 1
+    print(json.dumps(RESULT, sort_keys=True))
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

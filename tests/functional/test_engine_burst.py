@@ -1,0 +1,101 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""A burst of starts: the engine acts, then observes, without a worker per
+server.
+
+Nova here runs its casts as casts (CAST_AS_CALL off), so a boot or an
+unshelve returns before the compute has built the server, as in a
+deployment; the fake driver takes a second to spawn, as a hypervisor
+takes its time. Six leases due at the same instant on an engine with two
+workers: every server must be building at once (the engine issued all the
+Nova actions, then waited for all of them together), not two at a time.
+"""
+
+import datetime
+import threading
+import time
+
+import fixtures
+from nova.virt import fake as fake_virt
+
+from nova_lease.db import api as db_api
+from tests.functional import test_instance_lease
+
+SPAWN_SECONDS = 3.0
+
+
+class _SlowSpawn(object):
+    """The fake driver's spawn, taking SPAWN_SECONDS; counts overlap."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.running = 0
+        self.peak = 0
+        self.spawned = 0
+
+    def wrap(self, original):
+        slow = self
+
+        def spawn(driver, *args, **kwargs):
+            with slow.lock:
+                slow.running += 1
+                slow.peak = max(slow.peak, slow.running)
+            try:
+                time.sleep(SPAWN_SECONDS)
+                return original(driver, *args, **kwargs)
+            finally:
+                with slow.lock:
+                    slow.running -= 1
+                    slow.spawned += 1
+        return spawn
+
+
+class BurstTest(test_instance_lease.InstanceLeaseTest):
+
+    CAST_AS_CALL = False
+    LISTEN = False
+    LEASES = 6
+
+    def setUp(self):
+        super().setUp()
+        self.flags(instances=-1, cores=-1, ram=-1, group='quota')
+        self.slow = _SlowSpawn()
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.virt.fake.FakeDriver.spawn',
+            self.slow.wrap(fake_virt.FakeDriver.spawn)))
+
+    def _engine(self, **overrides):
+        overrides.setdefault('engine_workers', 2)
+        return super()._engine(**overrides)
+
+    def test_burst_of_created_servers_builds_at_once(self):
+        start = (self.clock.now + datetime.timedelta(hours=1)).replace(
+            second=0)
+        for i in range(self.LEASES):
+            self._lease_boot(name='burst-%d' % i, wait=None,
+                             start=self._date(start), duration='2h')
+        self.assertEqual(0, self.slow.spawned)
+        self.clock.advance_to(start)
+        t0 = time.monotonic()
+        self.assertEqual(self.LEASES, self.engine.process_due())
+        elapsed = time.monotonic() - t0
+        leases = db_api.lease_list(self.db)
+        self.assertEqual(['ACTIVE'] * self.LEASES,
+                         [lease['status'] for lease in leases])
+        servers = self.admin_api.get_servers(search_opts={'all_tenants': 1})
+        self.assertEqual(['ACTIVE'] * self.LEASES,
+                         [s['status'] for s in servers])
+        # Every build ran at the same time: the two workers did not wait
+        # for one server to be ACTIVE before they created the next.
+        self.assertEqual(self.LEASES, self.slow.peak,
+                         'at most %d builds at once; the burst took %.1f s'
+                         % (self.slow.peak, elapsed))
