@@ -15,6 +15,7 @@
     nova-lease-manage [--config-file nova.conf] db version
     nova-lease-manage [--config-file nova.conf] db stamp REV
     nova-lease-manage [--config-file nova.conf] process list
+    nova-lease-manage [--config-file nova.conf] audit [--format table|json]
 
 It reads nova.conf like nova-manage does: without --config-file, the
 standard locations of project "nova" (~/.nova/nova.conf, ~/nova.conf,
@@ -22,13 +23,17 @@ standard locations of project "nova" (~/.nova/nova.conf, ~/nova.conf,
 ``[nova_lease] connection`` must be set (there is no implicit database).
 
 Exit codes: 0 success, 1 configuration or database error (no connection
-set, unreachable, unknown revision, ...), 2 bad command line.
+set, unreachable, unknown revision, ...), 2 bad command line. ``audit``:
+0 nothing found, 1 findings, 2 bad command line, 3 the side database,
+Nova or placement could not be read (or nothing is configured).
 """
 
 import datetime
 import functools
 import logging as std_logging
 import sys
+
+from oslo_serialization import jsonutils
 
 from alembic import util as alembic_util
 from oslo_config import cfg
@@ -38,6 +43,7 @@ from oslo_utils import timeutils
 import sqlalchemy as sa
 import sqlalchemy.exc
 
+from nova_lease import audit
 from nova_lease import conf as lease_conf
 from nova_lease.db import api as db_api
 from nova_lease.db import migration
@@ -125,6 +131,47 @@ class ProcessCommands(object):
         return 0
 
 
+class AuditCommands(object):
+    #: Exit code when the audit could not read what it needs.
+    READ_ERROR = 3
+
+    def __init__(self, conf):
+        self.conf = conf
+
+    def audit(self):
+        try:
+            findings = audit.run(self.conf)
+        except audit.AuditReadError as e:
+            print('%s: audit: cannot read the cloud: %s' % (PROG, e),
+                  file=sys.stderr)
+            return self.READ_ERROR
+        if self.conf.command.format == 'json':
+            print(jsonutils.dumps({'findings': [f.to_dict()
+                                                for f in findings]},
+                                  indent=2, sort_keys=True))
+        else:
+            print(audit.format_table(findings))
+        return 1 if findings else 0
+
+
+def add_audit_command_parsers(subparsers, conf):
+    commands = AuditCommands(conf)
+    help = ('Check that every admitted promise is kept and that nothing '
+            'outside a lease is touched: reads the side database, the '
+            'compute API and placement with the [nova_lease_auth] service '
+            'user and reports every over-committed future instant, '
+            'server on a leased or free-pool host that does not belong '
+            'there, leased server out of step with its lease, host in the '
+            'wrong aggregate and stuck or overdue event. Exit code 0: '
+            'nothing found, 1: findings, 3: could not read.')
+    parser = subparsers.add_parser('audit', help=help, description=help)
+    parser.add_argument('--format', choices=('table', 'json'),
+                        default='table',
+                        help='table (default) for people, json for '
+                             'scripts')
+    parser.set_defaults(func=commands.audit, error_code=3)
+
+
 def _time(value):
     return value.strftime('%Y-%m-%d %H:%M:%S') if value else '-'
 
@@ -147,6 +194,7 @@ def add_process_command_parsers(subparsers, conf):
 def add_command_parsers(subparsers, conf):
     add_db_command_parsers(subparsers, conf)
     add_process_command_parsers(subparsers, conf)
+    add_audit_command_parsers(subparsers, conf)
 
 
 def add_db_command_parsers(subparsers, conf):
@@ -206,11 +254,12 @@ def main(argv=None):
         print('%s: give a command, e.g. "db sync"; see --help' % PROG,
               file=sys.stderr)
         return 2
+    failed = getattr(conf.command, 'error_code', 1)
     try:
         url = _safe_url(lease_conf.connection_url(conf))
     except exception.DatabaseNotConfigured as e:
         print('%s: %s' % (PROG, e), file=sys.stderr)
-        return 1
+        return failed
     try:
         return func() or 0
     except exception.NovaLeaseException as e:
@@ -223,7 +272,7 @@ def main(argv=None):
               file=sys.stderr)
     except alembic_util.CommandError as e:
         print('%s: %s' % (PROG, e), file=sys.stderr)
-    return 1
+    return failed
 
 
 if __name__ == '__main__':

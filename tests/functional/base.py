@@ -18,6 +18,7 @@ are set in Nova's CONF. Nothing of nova_lease is instantiated by the tests.
 """
 
 import functools
+import json
 import os
 from unittest import mock
 import warnings
@@ -33,6 +34,7 @@ from sqlalchemy import exc as sqla_exc
 from nova_lease import conf as lease_conf
 from nova_lease.db import api as db_api
 from nova_lease.db import migration
+from nova_lease import policy as lease_policy
 from nova_lease.scheduler import admission
 # Nova loads LeaseFilter from its configuration inside a fixture that
 # forbids os.uname(), which numpy (used by the capacity calendar) calls
@@ -109,7 +111,8 @@ class LeaseFunctionalBase(integrated_helpers._IntegratedTestBase):
     def setUp(self):
         super().setUp()
         self.keystone = self.useFixture(lease_fixtures.FakeKeystone(
-            self.api_fixture.app(), self.glance, self.api.project_id))
+            self.api_fixture.app(), self.glance, self.api.project_id,
+            placement_url=self.placement.fixture.endpoint))
         self.nova = self.novaclient('fake')
         self.admin_nova = self.novaclient('admin')
         self.image_id = self.glance.image1['id']
@@ -170,6 +173,28 @@ class LeaseFunctionalBase(integrated_helpers._IntegratedTestBase):
         self.addCleanup(db_api.reset_databases)
         # Admission's copy of the compute nodes is of this test's Nova.
         self.addCleanup(admission.reset)
+        # The lease API's enforcer is built on this test's options.
+        lease_policy.reset()
+        self.addCleanup(lease_policy.reset)
+
+    def set_policy(self, rules):
+        """Write rules into the operator's policy file, as an operator
+        would edit Nova's policy.yaml; the lease API reads it at its next
+        check. The first call points ``[oslo_policy] policy_file`` at a
+        file of this test.
+        """
+        path = getattr(self, '_policy_path', None)
+        if path is None:
+            path = self._policy_path = os.path.join(
+                self.useFixture(fixtures.TempDir()).path, 'policy.yaml')
+            self.flags(policy_file=path, group='oslo_policy')
+            lease_policy.reset()
+        with open(path, 'w') as f:
+            json.dump(rules, f)
+        # A newer mtime at each edit, as edits seconds apart would have.
+        self._policy_edits = getattr(self, '_policy_edits', 0) + 10
+        mtime = os.stat(path).st_mtime + self._policy_edits
+        os.utime(path, (mtime, mtime))
 
     def _setup_compute_service(self):
         first = None

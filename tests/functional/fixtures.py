@@ -43,6 +43,7 @@ from nova import exception as nova_exception
 from oslo_serialization import jsonutils
 from oslo_utils import timeutils
 from oslo_utils import uuidutils
+import requests
 from wsgi_intercept import interceptor
 
 #: Name of the paste filter section an operator adds: [filter:nova_lease].
@@ -260,6 +261,10 @@ class FakeKeystone(fixtures.Fixture):
     * ``/image/v2/images...``: image look-ups from Nova's GlanceFixture (the
       ``nova`` CLI resolves ``--image`` through the catalog's image
       service);
+    * ``/placement...``: the placement API of Nova's PlacementFixture (at
+      ``placement_url``), as the token's user (an admin token is
+      placement's admin), for clients that read placement through the
+      catalog (``nova-lease-manage audit``);
     * everything else: Nova's API (the paste app the OSAPIFixture loaded)
       behind an edge that does what keystonemiddleware's authtoken does,
       turning the X-Auth-Token into identity headers (the ones the stubbed
@@ -273,9 +278,11 @@ class FakeKeystone(fixtures.Fixture):
     DOMAIN_ID = 'default'
     REGION = 'RegionOne'
 
-    def __init__(self, nova_app, glance, project_id, users=None):
+    def __init__(self, nova_app, glance, project_id, users=None,
+                 placement_url=None):
         super().__init__()
         self.nova_app = nova_app
+        self.placement_url = placement_url
         self.glance = glance
         self.project_id = project_id
         self.users = dict(users or DEFAULT_USERS)
@@ -289,6 +296,7 @@ class FakeKeystone(fixtures.Fixture):
         self.compute_url = self.url + '/v2.1'
         self.reservation_url = self.compute_url + '/os-reservation'
         self.image_url = self.url + '/image'
+        self.placement_edge_url = self.url + '/placement'
         intercept = interceptor.RequestsInterceptor(lambda: self._app,
                                                     url=self.url)
         intercept.install_intercept()
@@ -311,6 +319,9 @@ class FakeKeystone(fixtures.Fixture):
             status, headers, body = self._identity(environ, path[9:])
         elif path == '/image' or path.startswith('/image/'):
             status, headers, body = self._image(environ, path[6:])
+        elif self.placement_url and (path == '/placement' or
+                                     path.startswith('/placement/')):
+            return self._placement(environ, start_response, path[10:])
         else:
             return self._nova(environ, start_response, path)
         data = jsonutils.dump_as_bytes(body)
@@ -345,6 +356,34 @@ class FakeKeystone(fixtures.Fixture):
                 'HTTP_X_IDENTITY_STATUS': 'Confirmed',
             })
         return self.nova_app(environ, start_response)
+
+    def _placement(self, environ, start_response, path):
+        token = self.tokens.get(environ.get('HTTP_X_AUTH_TOKEN'))
+        if token is None:
+            start_response('401 Unauthorized',
+                           [('Content-Type', 'application/json')])
+            return [b'{"errors": [{"status": 401}]}']
+        # Placement's noauth2 edge: "admin" is its admin, "user:project"
+        # anyone else, with the roles the token has.
+        headers = {'X-Auth-Token': 'admin' if 'admin' in token.roles else
+                   '%s:%s' % (token.user_id, token.project_id),
+                   'X-Roles': ','.join(token.roles)}
+        for key in ('CONTENT_TYPE', 'HTTP_OPENSTACK_API_VERSION',
+                    'HTTP_ACCEPT'):
+            if environ.get(key):
+                name = key[5:] if key.startswith('HTTP_') else key
+                headers[name.replace('_', '-').title()] = environ[key]
+        length = int(environ.get('CONTENT_LENGTH') or 0)
+        body = environ['wsgi.input'].read(length) if length else None
+        query = environ.get('QUERY_STRING')
+        url = self.placement_url + path + ('?' + query if query else '')
+        resp = requests.request(environ['REQUEST_METHOD'], url,
+                                headers=headers, data=body)
+        start_response('%d %s' % (resp.status_code, resp.reason), [
+            (k, v) for k, v in resp.headers.items()
+            if k.lower() in ('content-type', 'openstack-api-version',
+                             'location')])
+        return [resp.content]
 
     def _identity(self, environ, path):
         method = environ['REQUEST_METHOD']
@@ -391,10 +430,13 @@ class FakeKeystone(fixtures.Fixture):
             methods=['password'])
         for role in roles:
             body.add_role(name=role)
-        for stype, name, url in (
-                ('compute', 'nova', self.compute_url),
-                ('reservation', 'nova_lease', self.reservation_url),
-                ('image', 'glance', self.image_url)):
+        services = [('compute', 'nova', self.compute_url),
+                    ('reservation', 'nova_lease', self.reservation_url),
+                    ('image', 'glance', self.image_url)]
+        if self.placement_url:
+            services.append(('placement', 'placement',
+                             self.placement_edge_url))
+        for stype, name, url in services:
             body.add_service(stype, name=name).add_standard_endpoints(
                 public=url, internal=url, admin=url, region=self.REGION)
         return '201 Created', [('X-Subject-Token', token_id)], body

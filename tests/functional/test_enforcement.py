@@ -197,7 +197,12 @@ class EnforcementTest(test_lease_api.LeaseAPIMixin,
             self.image_id, '1', nics='none', scheduler_hints=hints)
         self.assertIn('[nova_lease_enforcement] max_leases_per_project',
                       str(e))
-        self._register('host1')
+        # Register a host that the leased server does not run on (a busy
+        # host cannot be registered).
+        [server] = self.admin_api.get_servers()
+        idle = sorted(set(self.COMPUTES) -
+                      {server['OS-EXT-SRV-ATTR:host']})[0]
+        self._register(idle)
         client = blazar_client.Client(
             session=self.keystone.session('fake'),
             endpoint_override=self.keystone.reservation_url)

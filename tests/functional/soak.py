@@ -1,0 +1,383 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""The soak walk: a seeded random walk of everything users and operators
+do, on the in-process Nova, with the promise auditor after every step.
+
+Shared by tests/functional/test_soak.py (a bounded run in the suite) and
+benchmarks/soak.py (long runs). A few small fake hosts (placement's
+allocation ratios 1.0, so that they fill up); each step is one of:
+unleased boots (two projects), leased boots starting now or later,
+host registrations, host leases (now or later) and boots onto them,
+server deletes, lease deletes, early ends, extensions, shelve and
+unshelve, cold migrations, clock advances; after each step Nova is let
+settle, the compute hook's reconcile pass and the engine run (what
+nova-lease-engine does between two steps), and ``nova-lease-manage
+audit`` (:func:`nova_lease.audit.run`) must find nothing. Refusals (4xx)
+are ordinary steps; a 5xx, a step that cannot settle or an auditor
+finding stops the walk at that step, which the same seed replays.
+"""
+
+import contextlib
+import datetime
+import json
+import random
+import threading
+import time
+
+import fixtures
+
+from nova.tests.functional.api import client as api_client
+
+from nova_lease import audit
+from nova_lease.db import api as db_api
+from tests.functional import test_instance_lease
+from tests.functional import test_lease_api
+
+PREFIX = test_lease_api.PREFIX
+HOSTS = {'host%d' % i: (2, 4096, 40) for i in range(1, 5)}
+DURATIONS = (30, 60, 120, 180)
+_SETTLED = ('ACTIVE', 'SHUTOFF', 'ERROR', 'SHELVED_OFFLOADED',
+            'VERIFY_RESIZE')
+
+
+class StepFailed(Exception):
+    pass
+
+
+def _fmt(when):
+    return when.strftime('%Y-%m-%d %H:%M')
+
+
+class ReaderPreferringLock(object):
+    """A reader-writer lock whose readers never wait for a waiting writer.
+
+    Nova's CellDatabases test fixture guards its cell switching with
+    fasteners' ReaderWriterLock, which makes new readers wait for a
+    waiting writer. A reader that gathers from the cells in threads of its
+    own (whose reads need the lock too) then deadlocks with any thread
+    that asks to write meanwhile: a hang of the harness, not of Nova, which
+    the walk's many concurrent API calls (engine workers, the engine's
+    observer) run into after a few hundred steps. Same interface
+    (``read_lock()``, ``write_lock()``, reentrant per thread).
+    """
+
+    def __init__(self):
+        self._cond = threading.Condition()
+        self._readers = {}
+        self._writer = None
+        self._depth = 0
+
+    @contextlib.contextmanager
+    def read_lock(self):
+        me = threading.get_ident()
+        with self._cond:
+            while self._writer not in (None, me):
+                self._cond.wait()
+            self._readers[me] = self._readers.get(me, 0) + 1
+        try:
+            yield self
+        finally:
+            with self._cond:
+                self._readers[me] -= 1
+                if not self._readers[me]:
+                    del self._readers[me]
+                self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def write_lock(self):
+        me = threading.get_ident()
+        with self._cond:
+            while (self._writer not in (None, me) or
+                   any(reader != me for reader in self._readers)):
+                self._cond.wait()
+            self._writer = me
+            self._depth += 1
+        try:
+            yield self
+        finally:
+            with self._cond:
+                self._depth -= 1
+                if not self._depth:
+                    self._writer = None
+                self._cond.notify_all()
+
+
+class SoakCase(test_lease_api.LeaseAPIMixin,
+               test_instance_lease.InstanceLeaseTest):
+    """The in-process cloud the walk runs on (no test of its own)."""
+
+    COMPUTES = HOSTS
+    LISTEN = False      # the reconcile pass, between steps, instead
+
+    def setUp(self):
+        # Before Nova's fixtures are built (see ReaderPreferringLock).
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.tests.fixtures.nova.ReaderWriterLock',
+            ReaderPreferringLock))
+        super().setUp()
+        self.flags(instances=-1, cores=-1, ram=-1, group='quota')
+        self.other_api = self._other_api()
+        self.audit_conf = self.engine.conf
+
+    def _setup_services(self):
+        self.flags(initial_cpu_allocation_ratio=1.0,
+                   initial_ram_allocation_ratio=1.0,
+                   initial_disk_allocation_ratio=1.0)
+        super()._setup_services()
+
+    def _engine(self, **overrides):
+        overrides.setdefault('resource_plugins',
+                             'virtual:instance,physical:host')
+        return super()._engine(**overrides)
+
+
+class Walk(object):
+    """The walk over a :class:`SoakCase` that is set up."""
+
+    def __init__(self, case, seed, log=None):
+        self.case = case
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.log = log or (lambda line: None)
+        self.steps = 0
+        self.last = None
+        self.counts = {}
+        self.ops = [
+            (6, self.boot_unleased), (6, self.boot_leased_now),
+            (6, self.boot_leased_future), (2, self.register_host),
+            (4, self.host_lease), (3, self.boot_hinted),
+            (5, self.delete_server), (3, self.delete_lease),
+            (3, self.end_early), (3, self.extend),
+            (3, self.shelve), (3, self.unshelve), (2, self.migrate),
+            (8, self.advance),
+        ]
+
+    # -- reading ------------------------------------------------------------
+
+    @property
+    def now(self):
+        return self.case.clock.now
+
+    def _servers(self):
+        return self.case.admin_api.get_servers(
+            search_opts={'all_tenants': 1})
+
+    def _leases(self, statuses=None):
+        leases = db_api.lease_list(self.case.lease_db)
+        if statuses:
+            leases = [lease for lease in leases if lease['status'] in statuses]
+        return leases
+
+    def _pick(self, items):
+        items = list(items)
+        return self.rng.choice(items) if items else None
+
+    def _api(self, project):
+        return self.case.api if project == 'own' else self.case.other_api
+
+    def _call(self, func, *args, **kwargs):
+        """Call the API; a 4xx is a refusal (None), a 5xx fails the step.
+
+        ``no_valid_host=True``: a 500 naming NoValidHost is a refusal too.
+        The harness runs Nova's RPC casts as calls, so a cold migration
+        without a valid host raises through the API; a deployment answers
+        202 and records the fault in the server's actions.
+        """
+        no_valid_host = kwargs.pop('no_valid_host', False)
+        try:
+            return func(*args, **kwargs)
+        except api_client.OpenStackApiException as e:
+            code = e.response.status_code
+            if no_valid_host and 'NoValidHost' in e.response.text:
+                return None
+            if code >= 500:
+                raise StepFailed('HTTP %s: %s' % (code, e.response.text))
+            return None
+
+    # -- operations -----------------------------------------------------------
+
+    def _boot(self, hints, api, name):
+        body = {'server': self.case._build_server(
+            name=name, image_uuid=self.case.image_id, flavor_id='1',
+            networks='none')}
+        if hints:
+            body['os:scheduler_hints'] = hints
+        return self._call(api.post_server, body)
+
+    def boot_unleased(self):
+        project = self._pick(('own', 'other'))
+        return self._boot(None, self._api(project), 'plain'), project
+
+    def _lease_params(self, start):
+        params = {'start': start,
+                  'duration': '%dm' % self._pick(DURATIONS),
+                  'on_end': self._pick(('delete', 'shelve'))}
+        return {'reserved': 'True', 'lease_params': json.dumps(params)}
+
+    def boot_leased_now(self):
+        return self._boot(self._lease_params('now'), self.case.api, 'now')
+
+    def boot_leased_future(self):
+        start = self.now + datetime.timedelta(
+            minutes=self._pick((10, 30, 60, 120, 240)))
+        return self._boot(self._lease_params(_fmt(start)), self.case.api,
+                          'later')
+
+    def register_host(self):
+        registered = {h['hypervisor_hostname']
+                      for h in db_api.host_list(self.case.lease_db)}
+        host = self._pick(sorted(set(HOSTS) - registered))
+        if host is None or len(registered) >= 2:
+            return 'skip'
+        return self._call(self.case.admin_api.api_post,
+                          PREFIX + '/os-hosts', {'name': host}), host
+
+    def host_lease(self):
+        if not db_api.host_list(self.case.lease_db):
+            return 'skip'
+        delay = self._pick((0, 0, 20, 60, 120))
+        start = 'now' if not delay else _fmt(
+            self.now + datetime.timedelta(minutes=delay))
+        end = _fmt(self.now + datetime.timedelta(
+            minutes=delay + self._pick(DURATIONS)))
+        body = self.case._lease_body(start, end, name='hosts')
+        return self._call(self.case.api.api_post, PREFIX + '/leases', body)
+
+    def boot_hinted(self):
+        lease = self._pick(lease for lease in self._leases(('ACTIVE',))
+                           if lease['reservations'][0]['resource_type'] ==
+                           'physical:host')
+        if lease is None:
+            return 'skip'
+        hints = {'reservation': lease['reservations'][0]['id']}
+        return self._boot(hints, self.case.api, 'hinted')
+
+    def delete_server(self):
+        server = self._pick(s for s in self._servers()
+                            if not s['OS-EXT-STS:task_state'])
+        if server is None:
+            return 'skip'
+        return self._call(self.case.admin_api.delete_server, server['id'])
+
+    def delete_lease(self):
+        lease = self._pick(self._leases(('PENDING', 'ACTIVE')))
+        if lease is None:
+            return 'skip'
+        return self._call(self.case.api.api_delete,
+                          PREFIX + '/leases/%s' % lease['id'])
+
+    def _update(self, lease, end):
+        return self._call(self.case.api.api_put,
+                          PREFIX + '/leases/%s' % lease['id'],
+                          {'end_date': _fmt(end)})
+
+    def end_early(self):
+        lease = self._pick(self._leases(('ACTIVE',)))
+        if lease is None:
+            return 'skip'
+        return self._update(lease, self.now + datetime.timedelta(minutes=1))
+
+    def extend(self):
+        lease = self._pick(self._leases(('PENDING', 'ACTIVE')))
+        if lease is None:
+            return 'skip'
+        return self._update(lease, lease['end_date'] + datetime.timedelta(
+            minutes=self._pick((30, 60))))
+
+    def _action(self, statuses, action, **kwargs):
+        server = self._pick(s for s in self._servers()
+                            if s['status'] in statuses and
+                            not s['OS-EXT-STS:task_state'])
+        if server is None:
+            return 'skip'
+        return self._call(self.case.admin_api.post_server_action,
+                          server['id'], action, **kwargs)
+
+    def shelve(self):
+        return self._action(('ACTIVE',), {'shelve': None})
+
+    def unshelve(self):
+        return self._action(('SHELVED_OFFLOADED',), {'unshelve': None})
+
+    def migrate(self):
+        return self._action(('ACTIVE',), {'migrate': None},
+                            no_valid_host=True)
+
+    def advance(self):
+        minutes = self._pick((5, 15, 30, 60, 90))
+        self.case.clock.advance(minutes=minutes)
+        return minutes
+
+    # -- the walk ---------------------------------------------------------
+
+    def settle(self, timeout=60):
+        """Let Nova finish; confirm resizes; then the hook and the engine."""
+        deadline = time.monotonic() + timeout
+        while True:
+            busy = []
+            for server in self._servers():
+                if server['status'] == 'VERIFY_RESIZE' and not server[
+                        'OS-EXT-STS:task_state']:
+                    self._call(self.case.admin_api.post_server_action,
+                               server['id'], {'confirmResize': None})
+                    busy.append(server['id'])
+                elif (server['OS-EXT-STS:task_state'] or
+                      server['status'] not in _SETTLED):
+                    busy.append(server['id'])
+            if not busy:
+                break
+            if time.monotonic() > deadline:
+                raise StepFailed('servers still busy after %d s: %s'
+                                 % (timeout, busy))
+            time.sleep(0.05)
+        # ERROR servers (no valid host) hold nothing: the user deletes
+        # them, as the leases of their own end with them.
+        for server in self._servers():
+            if server['status'] == 'ERROR':
+                self._call(self.case.admin_api.delete_server, server['id'])
+        self.case.hook.reconcile()
+        self.case.engine.process_due()
+
+    def step(self):
+        self.steps += 1
+        weights = [w for w, _ in self.ops]
+        _weight, op = self.rng.choices(self.ops, weights=weights)[0]
+        name = self.last = op.__name__
+        self.counts[name] = self.counts.get(name, 0) + 1
+        result = op()
+        self.settle()
+        # Servers being deleted are settled too: wait until they are gone.
+        self.settle()
+        findings = audit.run(self.case.audit_conf)
+        if isinstance(result, tuple):
+            result = result[0]
+        outcome = ('skipped' if result == 'skip' else
+                   'refused' if result is None else 'done')
+        self.log('step %d (seed %d): %s %s; %d finding(s)' % (
+            self.steps, self.seed, name, outcome, len(findings)))
+        return name, findings
+
+    def run(self, steps):
+        """Walk; return (steps done, findings of the failing step, the
+        failing step's description or None).
+        """
+        for _ in range(steps):
+            try:
+                name, findings = self.step()
+            except StepFailed as e:
+                return self.steps, [], 'step %d (%s): %s' % (
+                    self.steps, self.last, e)
+            if findings:
+                return self.steps, findings, 'step %d (%s): %s' % (
+                    self.steps, name, '; '.join(
+                        '%s: %s' % (f.check, f.message) for f in findings))
+        return self.steps, [], None

@@ -1,0 +1,230 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""nova-lease-manage audit on the in-process Nova.
+
+The auditor reads the side database, the compute API and placement (through
+the Keystone catalog, as the engine's service user) and reports every
+broken or endangered promise. Each test builds the broken state through the
+real APIs -- what an admin can do behind nova_lease's back -- and shows that
+the library function and the command report it; a cloud used only through
+nova_lease reports nothing.
+"""
+
+import contextlib
+import datetime
+import io
+import json
+from unittest import mock
+
+from oslo_utils import timeutils
+
+from nova_lease import audit
+from nova_lease.cmd import manage
+from nova_lease.db import api as db_api
+from nova_lease.plugins import instance as instance_plugin
+from tests.functional import base
+from tests.functional import test_host_bystanders
+from tests.functional import test_host_reservation
+from tests.functional import test_lease_api
+
+PREFIX = test_lease_api.PREFIX
+SMALL = (2, 4096, 40)
+
+
+class AuditTest(test_host_bystanders._ForcedBootMixin,
+                test_host_reservation.HostLeaseMixin,
+                base.LeaseFunctionalBase):
+
+    COMPUTES = {'host1': SMALL, 'host2': SMALL, 'host3': SMALL}
+
+    def _setup_services(self):
+        # Placement's capacity is the hosts' own: a few servers fill one.
+        self.flags(initial_cpu_allocation_ratio=1.0,
+                   initial_ram_allocation_ratio=1.0,
+                   initial_disk_allocation_ratio=1.0)
+        super()._setup_services()
+
+    def setUp(self):
+        super().setUp()
+        self.conf = self.engine_conf(resource_plugins='physical:host')
+
+    def _engine(self, **overrides):
+        engine, plugin = super()._engine(**overrides)
+        engine.plugins[instance_plugin.RESOURCE_TYPE] = (
+            instance_plugin.InstancePlugin(engine.conf))
+        return engine, plugin
+
+    def _audit(self):
+        return audit.run(self.conf)
+
+    def _checks(self, findings):
+        return sorted({f.check for f in findings})
+
+    def _manage(self, *args):
+        out, err = io.StringIO(), io.StringIO()
+        path = self.conf.config_file[0]
+        with contextlib.redirect_stdout(out), \
+                contextlib.redirect_stderr(err), \
+                mock.patch.object(manage.logging, 'setup'):
+            code = manage.main(['--config-file', path, 'audit'] + list(args))
+        return code, out.getvalue(), err.getvalue()
+
+    def _future_lease(self, hours=2, name='later'):
+        hints = {'reserved': 'True', 'lease_params': (
+            '{"name": "%s", "start": "%s", "end": "%s"}'
+            % (name, self._at(hours=hours), self._at(hours=hours + 1)))}
+        return self._boot(hints, name=name, wait=None)
+
+    def test_clean_cloud_reports_nothing(self):
+        # Unleased and leased work, a future lease, a started host lease
+        # with its owner's server: every promise kept.
+        self._boot(None, name='plain')
+        self._boot({'reserved': 'True', 'lease_params': (
+            '{"name": "now", "start": "now", "duration": "2h"}')},
+            name='leased')
+        self._future_lease()
+        self._register('host3')
+        lease = self._create(self._lease_body(
+            'now', self._at(hours=2), reservations=[self._host_res()]))
+        self.engine.process_due()
+        self._boot_hinted(lease['reservations'][0]['id'])
+        self.assertEqual([], self._audit())
+        code, out, err = self._manage()
+        self.assertEqual(0, code, err)
+        self.assertIn('No broken or endangered promise', out)
+
+    def test_server_forced_into_the_free_pool(self):
+        self._register('host3')
+        server = self._boot_forced('host3', 'intruder')
+        findings = self._audit()
+        self.assertEqual(['free_pool_server'], self._checks(findings))
+        self.assertEqual(server['id'], findings[0].subject)
+        code, out, err = self._manage('--format', 'json')
+        self.assertEqual(1, code, err)
+        body = json.loads(out)
+        self.assertEqual(['free_pool_server'],
+                         [f['check'] for f in body['findings']])
+        self.assertEqual('host3', body['findings'][0]['details']['host'])
+        code, out, err = self._manage()
+        self.assertEqual(1, code, err)
+        self.assertIn(server['id'], out)
+        self.assertIn('1 finding(s).', out)
+
+    def test_bystander_on_a_leased_host(self):
+        self._register('host3')
+        lease = self._create(self._lease_body(
+            'now', self._at(hours=2), reservations=[self._host_res()]))
+        self.assertEqual(1, self.engine.process_due())
+        own = self._boot_hinted(lease['reservations'][0]['id'])
+        intruder = self._boot_forced('host3', 'intruder')
+        findings = self._audit()
+        # It does not belong to the lease, and it takes capacity the
+        # lease holds whole.
+        self.assertEqual(['bystander', 'overcommit'], self._checks(findings))
+        [bystander] = [f for f in findings if f.check == 'bystander']
+        self.assertEqual(intruder['id'], bystander.subject)
+        [overcommit] = [f for f in findings if f.check == 'overcommit']
+        self.assertIn('server %s' % intruder['id'], overcommit.message)
+        self.assertNotIn(own['id'], overcommit.message)
+
+    def test_future_promise_overcommitted_by_forced_work(self):
+        # A future lease holds host capacity at 2h; an admin forces
+        # unleased work (which runs forever) onto the same host past it.
+        self._future_lease()
+        [allocation] = db_api.allocation_list(self.lease_db)
+        host = allocation['host']
+        for i in range(2):
+            self._boot_forced(host, 'forced%d' % i)
+        findings = self._audit()
+        self.assertEqual(['overcommit'], self._checks(findings))
+        self.assertEqual(host, findings[0].subject)
+        self.assertIn('VCPU 3 > 2', findings[0].message)
+
+    def test_host_in_the_wrong_aggregate_and_leftovers(self):
+        self._register('host3')
+        lease = self._create(self._lease_body(
+            'now', self._at(hours=2), reservations=[self._host_res()]))
+        self.assertEqual(1, self.engine.process_due())
+        # An admin puts the leased host back into the free pool by hand,
+        # and leaves an aggregate of a reservation that does not exist.
+        pool = self._aggregate('freepool')
+        self.admin_api.api_post('/os-aggregates/%s/action' % pool['id'],
+                                {'add_host': {'host': 'host3'}})
+        self.admin_api.api_post('/os-aggregates', {'aggregate': {
+            'name': 'reservation-00000000-0000-0000-0000-000000000000'}})
+        findings = self._audit()
+        self.assertEqual(['aggregate'], self._checks(findings))
+        messages = ' '.join(f.message for f in findings)
+        self.assertIn('still in the free pool', messages)
+        self.assertIn('belongs to no live host reservation', messages)
+        self.assertEqual(lease['id'], findings[0].details['lease_id'])
+
+    def test_stuck_and_overdue_events(self):
+        self._register('host3')
+        lease = self._create(self._lease_body(
+            self._at(minutes=1), self._at(hours=2),
+            reservations=[self._host_res()]))
+        events = {e['event_type']: e for e in db_api.event_list(
+            self.lease_db, lease_id=lease['id'])}
+        self.assertEqual([], self._audit())
+        # No engine ran: the start is overdue once its grace has passed.
+        self.clock.advance(minutes=5)
+        findings = self._audit()
+        self.assertEqual(['overdue_event'], self._checks(findings))
+        self.assertEqual(events['start_lease']['id'], findings[0].subject)
+        # An engine claimed it and died without a heartbeat mechanism.
+        now = timeutils.utcnow()
+        db_api.event_update(self.lease_db, events['start_lease']['id'], {
+            'status': 'IN_PROGRESS', 'claimed_by': 'gone',
+            'claimed_at': now - datetime.timedelta(hours=1)},
+            expected_status='UNDONE')
+        findings = self._audit()
+        self.assertEqual(['stuck_event'], self._checks(findings))
+
+    def test_leased_server_gone_while_lease_active(self):
+        server = self._boot({'reserved': 'True', 'lease_params': (
+            '{"name": "now", "start": "now", "duration": "2h"}')},
+            name='leased')
+        [lease] = db_api.lease_list(self.lease_db)
+        # The start as the engine records it, without the instance
+        # plugin (not loaded here): the lease ACTIVE with its server.
+        for event in lease['events']:
+            if event['event_type'] == 'start_lease':
+                db_api.event_update(self.lease_db, event['id'], {
+                    'status': 'IN_PROGRESS', 'claimed_by': 'test',
+                    'claimed_at': timeutils.utcnow()},
+                    expected_status='UNDONE')
+                db_api.event_update(self.lease_db, event['id'],
+                                    {'status': 'DONE'},
+                                    expected_status='IN_PROGRESS')
+        db_api.lease_update(self.lease_db, lease['id'],
+                            {'status': 'STARTING'})
+        db_api.lease_update(self.lease_db, lease['id'],
+                            {'status': 'ACTIVE'})
+        for reservation in lease['reservations']:
+            db_api.reservation_update(self.lease_db, reservation['id'],
+                                      {'status': 'active'})
+        self.assertEqual([], self._audit())
+        # The server vanishes behind the lease's back (no notification,
+        # no reconcile pass yet).
+        with mock.patch('nova_lease.leases.instance_deleted'):
+            self._delete_server(server)
+        findings = self._audit()
+        self.assertEqual(['leased_server'], self._checks(findings))
+        self.assertIn('is gone', findings[0].message)
+
+    def test_unreadable_cloud_exit_code(self):
+        with mock.patch.object(audit.reader.PlacementClient, 'providers',
+                               side_effect=audit.AuditReadError('down')):
+            code, out, err = self._manage()
+        self.assertEqual(3, code)
+        self.assertIn('cannot read the cloud: down', err)

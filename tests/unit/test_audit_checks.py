@@ -1,0 +1,224 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""The auditor's pure checks: each one fires on a broken promise and stays
+silent on a kept one."""
+
+import datetime
+
+import testtools
+
+from nova_lease.audit import checks
+
+NOW = datetime.datetime(2026, 11, 20, 10, 0)
+CAP = {'VCPU': 4, 'MEMORY_MB': 8192, 'DISK_GB': 100}
+
+
+def _at(hours):
+    return NOW + datetime.timedelta(hours=hours)
+
+
+def _lease(lease_id, status='PENDING', start=1, end=3, project='p1',
+           reservations=(), events=()):
+    return {'id': lease_id, 'project_id': project, 'status': status,
+            'start_date': _at(start), 'end_date': _at(end),
+            'reservations': list(reservations), 'events': list(events)}
+
+
+def _res(res_id, rtype=checks.INSTANCE, status='pending', server=None):
+    return {'id': res_id, 'resource_type': rtype, 'resource_id': server,
+            'status': status, 'properties': {}}
+
+
+def _alloc(res_id, host='h1', start=1, end=3, vcpus=2, whole=False):
+    return {'reservation_id': res_id, 'host': host, 'start_date': _at(start),
+            'end_date': _at(end), 'vcpus': vcpus, 'memory_mb': 512,
+            'disk_gb': 1, 'whole_host': whole}
+
+
+def _server(server_id, host='h1', project='p1', status='ACTIVE', **meta):
+    return {'id': server_id, 'tenant_id': project, 'status': status,
+            'host': host, 'node': host, 'metadata': meta}
+
+
+def _state(leases=(), allocations=(), servers=(), usages=None,
+           registered=(), aggregates=(), **kwargs):
+    providers = {'h1': checks.Provider('h1', dict(CAP), usages or {})}
+    return checks.CloudState(
+        now=NOW, leases=list(leases), allocations=list(allocations),
+        registered=list(registered), servers=list(servers),
+        aggregates=list(aggregates), providers=providers, **kwargs)
+
+
+def _kinds(findings):
+    return sorted(f.check for f in findings)
+
+
+class OvercommitTest(testtools.TestCase):
+
+    def test_promise_fits_beside_unleased_work(self):
+        state = _state(leases=[_lease('l1', reservations=[_res('r1')])],
+                       allocations=[_alloc('r1', vcpus=2)],
+                       servers=[_server('s1')],
+                       usages={'s1': {'VCPU': 2}})
+        self.assertEqual([], checks.check(state))
+
+    def test_unleased_work_past_a_promise(self):
+        state = _state(leases=[_lease('l1', reservations=[_res('r1')])],
+                       allocations=[_alloc('r1', vcpus=2)],
+                       servers=[_server('s1')],
+                       usages={'s1': {'VCPU': 3}})
+        [finding] = checks.check(state)
+        self.assertEqual('overcommit', finding.check)
+        self.assertEqual('h1', finding.subject)
+        self.assertIn('VCPU 5 > 4', finding.message)
+        self.assertEqual(checks._fmt(_at(1)), finding.details['at'])
+
+    def test_leased_work_lent_before_a_promise(self):
+        # A leased server that ends at 1h frees its capacity for the
+        # promise that starts then.
+        running = _lease('l0', status='ACTIVE', start=-1, end=1,
+                         reservations=[_res('r0', status='active',
+                                            server='s0')])
+        later = _lease('l1', reservations=[_res('r1')])
+        state = _state(leases=[running, later],
+                       allocations=[_alloc('r1', vcpus=4)],
+                       servers=[_server('s0')], usages={'s0': {'VCPU': 4}})
+        self.assertEqual([], checks.check(state))
+        # Extended past the promise's start: over-committed.
+        running['end_date'] = _at(2)
+        self.assertEqual(['overcommit'], _kinds(checks.check(state)))
+
+    def test_whole_host_holds_its_own_servers(self):
+        lease = _lease('l1', status='ACTIVE', start=-1, end=3,
+                       reservations=[_res('r1', checks.HOST, 'active')])
+        own = _server('s1', lease_reservation_id='r1')
+        state = _state(leases=[lease],
+                       allocations=[_alloc('r1', start=-1, whole=True)],
+                       servers=[own], usages={'s1': {'VCPU': 4}},
+                       registered=[{'hypervisor_hostname': 'h1',
+                                    'service_host': 'h1'}],
+                       aggregates=[{'name': 'reservation-r1',
+                                    'hosts': ['h1'], 'metadata': {}}])
+        self.assertEqual([], checks.check(state))
+        # The lease's own servers go at its end: a later host lease
+        # there is no over-commitment.
+        later = _lease('l2', reservations=[_res('r2', checks.HOST)])
+        state.leases.append(later)
+        state.allocations.append(_alloc('r2', start=3, end=5, whole=True))
+        self.assertEqual([], checks.check(state))
+        state.servers.append(_server('s2', project='p2'))
+        state.providers['h1'].usages['s2'] = {'VCPU': 1}
+        self.assertEqual(['bystander', 'overcommit'],
+                         _kinds(checks.check(state)))
+
+
+class HostsTest(testtools.TestCase):
+
+    def _registered(self, **kwargs):
+        return _state(registered=[{'hypervisor_hostname': 'h1',
+                                   'service_host': 'h1'}], **kwargs)
+
+    def test_free_pool_host(self):
+        pool = {'name': 'freepool', 'hosts': ['h1'], 'metadata': {}}
+        self.assertEqual([], checks.check(self._registered(
+            aggregates=[pool])))
+        state = self._registered(aggregates=[pool],
+                                 servers=[_server('s1')])
+        self.assertEqual(['free_pool_server'], _kinds(checks.check(state)))
+        state = self._registered()
+        self.assertEqual(['aggregate'], _kinds(checks.check(state)))
+
+    def test_leftover_aggregate(self):
+        lease = _lease('l1', status='TERMINATED',
+                       reservations=[_res('r1', checks.HOST, 'deleted')])
+        pool = {'name': 'freepool', 'hosts': ['h1'], 'metadata': {}}
+        left = {'name': 'reservation-r1', 'hosts': [], 'metadata': {}}
+        state = self._registered(leases=[lease], aggregates=[pool, left])
+        [finding] = checks.check(state)
+        self.assertEqual(('aggregate', 'reservation-r1'),
+                         (finding.check, finding.subject))
+
+
+class LeasedServersTest(testtools.TestCase):
+
+    def test_server_past_its_lease(self):
+        lease = _lease('l1', status='ACTIVE', start=-3, end=-1,
+                       reservations=[_res('r1', status='active',
+                                          server='s1')])
+        state = _state(leases=[lease], servers=[_server('s1', lease_id='l1')])
+        self.assertEqual(['leased_server'], _kinds(checks.check(state)))
+        lease['end_date'] = _at(1)
+        self.assertEqual([], checks.check(state))
+
+    def test_server_of_a_lease_that_is_gone(self):
+        server = _server('s1', lease_id='gone', lease_status='active')
+        self.assertEqual(['leased_server'],
+                         _kinds(checks.check(_state(servers=[server]))))
+        # Shelved at its end: it holds no host.
+        server['status'] = 'SHELVED_OFFLOADED'
+        self.assertEqual([], checks.check(_state(servers=[server])))
+
+    def test_live_link_of_an_ended_lease(self):
+        lease = _lease('l1', status='TERMINATED', start=-3, end=-1,
+                       reservations=[_res('r1', status='active',
+                                          server='s1')])
+        self.assertEqual(['leased_server'],
+                         _kinds(checks.check(_state(leases=[lease]))))
+
+
+class EventsTest(testtools.TestCase):
+
+    def _event(self, etype='start_lease', status='UNDONE', hours=0,
+               **extra):
+        event = {'id': etype, 'event_type': etype, 'status': status,
+                 'time': _at(hours), 'claimed_at': None,
+                 'next_attempt_at': None}
+        event.update(extra)
+        return event
+
+    def test_overdue_and_retry_time(self):
+        late = self._event(hours=-1)
+        state = _state(leases=[_lease('l1', events=[late])])
+        self.assertEqual(['overdue_event'], _kinds(checks.check(state)))
+        late['next_attempt_at'] = _at(0.5)     # backing off: not late
+        self.assertEqual([], checks.check(state))
+
+    def test_stuck_claim(self):
+        claimed = self._event(status='IN_PROGRESS', hours=-1,
+                              claimed_at=_at(-0.5))
+        state = _state(leases=[_lease('l1', status='STARTING',
+                                      events=[claimed])],
+                       claim_timeout=900)
+        self.assertEqual(['stuck_event'], _kinds(checks.check(state)))
+        state.claim_timeout = 3600
+        self.assertEqual([], checks.check(state))
+
+    def test_status_disagrees_with_events(self):
+        lease = _lease('l1', status='ACTIVE', start=-1,
+                       events=[self._event(status='ERROR', hours=-1)])
+        self.assertEqual(['lease_status'],
+                         _kinds(checks.check(_state(leases=[lease]))))
+
+
+class BrokenPromiseTest(testtools.TestCase):
+
+    def test_admitted_lease_in_error(self):
+        res = _res('r1')
+        res['properties'] = {'create_at_start': True}
+        lease = _lease('l1', status='ERROR', reservations=[res])
+        lease['status_reason'] = 'No valid host'
+        [finding] = checks.check(_state(leases=[lease]))
+        self.assertEqual('broken_promise', finding.check)
+        self.assertIn('No valid host', finding.message)
+        # A lease started now was never admitted: Nova's own failure.
+        res['properties'] = {}
+        self.assertEqual([], checks.check(_state(leases=[lease])))
