@@ -8,6 +8,10 @@ cd "$(dirname "$0")/.."
 VENV=${NOVA_LEASE_VENV:-.venv}
 export OS_NOVA_DISABLE_EVENTLET_PATCHING=1
 export PYTHONDONTWRITEBYTECODE=1
+# A test that runs longer fails (oslotest's fixture) and, if it cannot
+# clean up within a minute more, its process prints every thread's stack
+# and ends (tests/functional/base.py): a hang fails the run, never stalls it.
+export OS_TEST_TIMEOUT=${OS_TEST_TIMEOUT:-600}
 "$VENV/bin/flake8" nova_lease tests benchmarks
 LOG=$(mktemp)
 trap 'rm -f "$LOG"' EXIT

@@ -17,9 +17,11 @@ LeaseWeigher are named in ``[filter_scheduler]``, ``[nova_lease]`` options
 are set in Nova's CONF. Nothing of nova_lease is instantiated by the tests.
 """
 
+import faulthandler
 import functools
 import json
 import os
+import sys
 from unittest import mock
 import warnings
 
@@ -53,6 +55,22 @@ NOVACLIENT_VERSION = '2.96'
 
 LEASE_FILTER_PATH = 'nova_lease.scheduler.filters.LeaseFilter'
 LEASE_WEIGHER_PATH = 'nova_lease.scheduler.weights.LeaseWeigher'
+
+
+def _watchdog(test):
+    """Past OS_TEST_TIMEOUT (which oslotest's fixture turns into an
+    exception in the test's own thread), give the test a minute more to
+    clean up; then print every thread's stack and end the test process,
+    so that a hang fails the run with its stacks instead of stalling it.
+    """
+    try:
+        timeout = int(os.environ.get('OS_TEST_TIMEOUT') or 0)
+    except ValueError:
+        return
+    if timeout > 0:
+        faulthandler.dump_traceback_later(
+            timeout + 60, exit=True, file=sys.__stderr__)
+        test.addCleanup(faulthandler.cancel_dump_traceback_later)
 
 
 def nova_default_opt(name, group='filter_scheduler'):
@@ -109,6 +127,12 @@ class LeaseFunctionalBase(integrated_helpers._IntegratedTestBase):
     PASTE_FILTER_OPTIONS = None
 
     def setUp(self):
+        _watchdog(self)
+        # Before Nova's fixtures are built: its cell lock deadlocks when
+        # our engine threads call the API while the test does.
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.tests.fixtures.nova.ReaderWriterLock',
+            lease_fixtures.ReaderPreferringLock))
         super().setUp()
         self.keystone = self.useFixture(lease_fixtures.FakeKeystone(
             self.api_fixture.app(), self.glance, self.api.project_id,

@@ -468,6 +468,62 @@ class FakeKeystone(fixtures.Fixture):
         return '404 Not Found', [], {'error': {'code': 404}}
 
 
+class ReaderPreferringLock(object):
+    """A reader-writer lock whose readers never wait for a waiting writer.
+
+    Nova's CellDatabases test fixture guards its cell switching with
+    fasteners' ReaderWriterLock, which makes new readers wait for a
+    waiting writer. A reader that gathers from the cells in threads of its
+    own (whose reads need the lock too) then deadlocks with any thread
+    that asks to write meanwhile: a hang of the harness, not of Nova, which
+    any test whose engine workers or observer call Nova's API while the
+    test itself does (the soak walk after a few hundred steps, a test in
+    the suite now and then: the run hangs for good). Same interface
+    (``read_lock()``, ``write_lock()``, reentrant per thread); installed
+    for every functional test by tests/functional/base.py.
+    """
+
+    def __init__(self):
+        self._cond = threading.Condition()
+        self._readers = {}
+        self._writer = None
+        self._depth = 0
+
+    @contextlib.contextmanager
+    def read_lock(self):
+        me = threading.get_ident()
+        with self._cond:
+            while self._writer not in (None, me):
+                self._cond.wait()
+            self._readers[me] = self._readers.get(me, 0) + 1
+        try:
+            yield self
+        finally:
+            with self._cond:
+                self._readers[me] -= 1
+                if not self._readers[me]:
+                    del self._readers[me]
+                self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def write_lock(self):
+        me = threading.get_ident()
+        with self._cond:
+            while (self._writer not in (None, me) or
+                   any(reader != me for reader in self._readers)):
+                self._cond.wait()
+            self._writer = me
+            self._depth += 1
+        try:
+            yield self
+        finally:
+            with self._cond:
+                self._depth -= 1
+                if not self._depth:
+                    self._writer = None
+                self._cond.notify_all()
+
+
 CLIResult = collections.namedtuple('CLIResult', 'exit_code stdout stderr')
 
 # Environment variables the nova shell reads; cleared for an in-process run

@@ -26,14 +26,10 @@ are ordinary steps; a 5xx, a step that cannot settle or an auditor
 finding stops the walk at that step, which the same seed replays.
 """
 
-import contextlib
 import datetime
 import json
 import random
-import threading
 import time
-
-import fixtures
 
 from nova.tests.functional.api import client as api_client
 
@@ -57,60 +53,6 @@ def _fmt(when):
     return when.strftime('%Y-%m-%d %H:%M')
 
 
-class ReaderPreferringLock(object):
-    """A reader-writer lock whose readers never wait for a waiting writer.
-
-    Nova's CellDatabases test fixture guards its cell switching with
-    fasteners' ReaderWriterLock, which makes new readers wait for a
-    waiting writer. A reader that gathers from the cells in threads of its
-    own (whose reads need the lock too) then deadlocks with any thread
-    that asks to write meanwhile: a hang of the harness, not of Nova, which
-    the walk's many concurrent API calls (engine workers, the engine's
-    observer) run into after a few hundred steps. Same interface
-    (``read_lock()``, ``write_lock()``, reentrant per thread).
-    """
-
-    def __init__(self):
-        self._cond = threading.Condition()
-        self._readers = {}
-        self._writer = None
-        self._depth = 0
-
-    @contextlib.contextmanager
-    def read_lock(self):
-        me = threading.get_ident()
-        with self._cond:
-            while self._writer not in (None, me):
-                self._cond.wait()
-            self._readers[me] = self._readers.get(me, 0) + 1
-        try:
-            yield self
-        finally:
-            with self._cond:
-                self._readers[me] -= 1
-                if not self._readers[me]:
-                    del self._readers[me]
-                self._cond.notify_all()
-
-    @contextlib.contextmanager
-    def write_lock(self):
-        me = threading.get_ident()
-        with self._cond:
-            while (self._writer not in (None, me) or
-                   any(reader != me for reader in self._readers)):
-                self._cond.wait()
-            self._writer = me
-            self._depth += 1
-        try:
-            yield self
-        finally:
-            with self._cond:
-                self._depth -= 1
-                if not self._depth:
-                    self._writer = None
-                self._cond.notify_all()
-
-
 class SoakCase(test_lease_api.LeaseAPIMixin,
                test_instance_lease.InstanceLeaseTest):
     """The in-process cloud the walk runs on (no test of its own)."""
@@ -119,10 +61,6 @@ class SoakCase(test_lease_api.LeaseAPIMixin,
     LISTEN = False      # the reconcile pass, between steps, instead
 
     def setUp(self):
-        # Before Nova's fixtures are built (see ReaderPreferringLock).
-        self.useFixture(fixtures.MonkeyPatch(
-            'nova.tests.fixtures.nova.ReaderWriterLock',
-            ReaderPreferringLock))
         super().setUp()
         self.flags(instances=-1, cores=-1, ram=-1, group='quota')
         self.other_api = self._other_api()
