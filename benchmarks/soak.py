@@ -29,8 +29,10 @@ often each kind of step ran).
 """
 
 import argparse
+import cProfile
 import json
 import os
+import pstats
 import sys
 import time
 import unittest
@@ -56,7 +58,19 @@ class SoakBench(soak.SoakCase):
             print(line, file=sys.stderr, flush=True)
         walk = soak.Walk(self, ARGS.seed, log=log if ARGS.verbose else None)
         t0 = time.monotonic()
-        steps, findings, failure = walk.run(ARGS.steps)
+        profile_after = ARGS.profile_after
+        if profile_after and profile_after < ARGS.steps:
+            steps, findings, failure = walk.run(profile_after)
+            if not failure:
+                profiler = cProfile.Profile()
+                profiler.enable()
+                steps, findings, failure = walk.run(
+                    ARGS.steps - profile_after)
+                profiler.disable()
+                pstats.Stats(profiler, stream=sys.stderr).sort_stats(
+                    'cumulative').print_stats(60)
+        else:
+            steps, findings, failure = walk.run(ARGS.steps)
         RESULT.update({
             'steps': steps, 'seed': ARGS.seed,
             'violations': len(findings),
@@ -74,7 +88,13 @@ def main(argv=None):
     parser.add_argument('--steps', type=int, default=200)
     parser.add_argument('--seed', type=int, default=1)
     parser.add_argument('--verbose', action='store_true',
-                        help='one line per step on stderr')
+                        help='one line per step on stderr (with the '
+                             'seconds of its operation, settling and audit)')
+    parser.add_argument('--profile-after', type=int, default=0,
+                        metavar='N',
+                        help='profile the steps after the first N (the '
+                             'thread of the walk) and print the profile '
+                             'on stderr')
     ARGS = parser.parse_args(argv)
     # A long walk outlives the harness's per-test timeout.
     os.environ['OS_TEST_TIMEOUT'] = '0'

@@ -291,17 +291,23 @@ class Walk(object):
         _weight, op = self.rng.choices(self.ops, weights=weights)[0]
         name = self.last = op.__name__
         self.counts[name] = self.counts.get(name, 0) + 1
+        t0 = time.monotonic()
         result = op()
+        t1 = time.monotonic()
         self.settle()
         # Servers being deleted are settled too: wait until they are gone.
         self.settle()
+        t2 = time.monotonic()
         findings = audit.run(self.case.audit_conf)
+        t3 = time.monotonic()
         if isinstance(result, tuple):
             result = result[0]
         outcome = ('skipped' if result == 'skip' else
                    'refused' if result is None else 'done')
-        self.log('step %d (seed %d): %s %s; %d finding(s)' % (
-            self.steps, self.seed, name, outcome, len(findings)))
+        self.log('step %d (seed %d): %s %s; %d finding(s) '
+                 '[op %.2f s, settle %.2f s, audit %.2f s]' % (
+                     self.steps, self.seed, name, outcome, len(findings),
+                     t1 - t0, t2 - t1, t3 - t2))
         return name, findings
 
     def run(self, steps):
