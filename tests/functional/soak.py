@@ -41,6 +41,7 @@ from tests.functional import test_lease_api
 PREFIX = test_lease_api.PREFIX
 HOSTS = {'host%d' % i: (2, 4096, 40) for i in range(1, 5)}
 DURATIONS = (30, 60, 120, 180)
+MAX_SERVERS = 24
 _SETTLED = ('ACTIVE', 'SHUTOFF', 'ERROR', 'SHELVED_OFFLOADED',
             'VERIFY_RESIZE')
 
@@ -89,6 +90,7 @@ class Walk(object):
         self.steps = 0
         self.last = None
         self.counts = {}
+        self.seen = None
         self.ops = [
             (6, self.boot_unleased), (6, self.boot_leased_now),
             (6, self.boot_leased_future), (2, self.register_host),
@@ -109,11 +111,23 @@ class Walk(object):
         return self.case.admin_api.get_servers(
             search_opts={'all_tenants': 1})
 
-    def _leases(self, statuses=None):
-        leases = db_api.lease_list(self.case.lease_db)
-        if statuses:
-            leases = [lease for lease in leases if lease['status'] in statuses]
-        return leases
+    def _known(self):
+        """The servers as the last step left them (nothing changes
+        between two steps: the engine and the hook run in settle()).
+        """
+        if self.seen is None:
+            self.seen = self._servers()
+        return self.seen
+
+    def _full(self):
+        """Boots are skipped while MAX_SERVERS servers exist (shelved
+        ones included): the walk's cloud stays the size of a few
+        projects', so that a long walk does not slow down as it goes.
+        """
+        return len(self._known()) >= MAX_SERVERS
+
+    def _leases(self, statuses):
+        return db_api.lease_list(self.case.lease_db, statuses=statuses)
 
     def _pick(self, items):
         items = list(items)
@@ -144,6 +158,8 @@ class Walk(object):
     # -- operations -----------------------------------------------------------
 
     def _boot(self, hints, api, name):
+        if self._full():
+            return 'skip'
         body = {'server': self.case._build_server(
             name=name, image_uuid=self.case.image_id, flavor_id='1',
             networks='none')}
@@ -200,7 +216,7 @@ class Walk(object):
         return self._boot(hints, self.case.api, 'hinted')
 
     def delete_server(self):
-        server = self._pick(s for s in self._servers()
+        server = self._pick(s for s in self._known()
                             if not s['OS-EXT-STS:task_state'])
         if server is None:
             return 'skip'
@@ -232,7 +248,7 @@ class Walk(object):
             minutes=self._pick((30, 60))))
 
     def _action(self, statuses, action, **kwargs):
-        server = self._pick(s for s in self._servers()
+        server = self._pick(s for s in self._known()
                             if s['status'] in statuses and
                             not s['OS-EXT-STS:task_state'])
         if server is None:
@@ -257,33 +273,48 @@ class Walk(object):
 
     # -- the walk ---------------------------------------------------------
 
-    def settle(self, timeout=60):
-        """Let Nova finish; confirm resizes; then the hook and the engine."""
-        deadline = time.monotonic() + timeout
+    def _quiet(self, deadline):
+        """Wait until no server is busy: confirm resizes and delete
+        ERROR servers (no valid host: they hold nothing, and users delete
+        them as the leases of their own end with them) on the way.
+        Returns whether it deleted any; keeps the last list it read.
+        """
+        deleted = False
         while True:
             busy = []
-            for server in self._servers():
-                if server['status'] == 'VERIFY_RESIZE' and not server[
-                        'OS-EXT-STS:task_state']:
+            servers = self._servers()
+            for server in servers:
+                idle = not server['OS-EXT-STS:task_state']
+                if server['status'] == 'VERIFY_RESIZE' and idle:
                     self._call(self.case.admin_api.post_server_action,
                                server['id'], {'confirmResize': None})
                     busy.append(server['id'])
-                elif (server['OS-EXT-STS:task_state'] or
-                      server['status'] not in _SETTLED):
+                elif server['status'] == 'ERROR' and idle:
+                    if self._call(self.case.admin_api.delete_server,
+                                  server['id']) is not None:
+                        deleted = True
+                        busy.append(server['id'])
+                elif not idle or server['status'] not in _SETTLED:
                     busy.append(server['id'])
             if not busy:
-                break
+                self.seen = servers
+                return deleted
             if time.monotonic() > deadline:
-                raise StepFailed('servers still busy after %d s: %s'
-                                 % (timeout, busy))
+                raise StepFailed('servers still busy after the step: %s'
+                                 % busy)
             time.sleep(0.05)
-        # ERROR servers (no valid host) hold nothing: the user deletes
-        # them, as the leases of their own end with them.
-        for server in self._servers():
-            if server['status'] == 'ERROR':
-                self._call(self.case.admin_api.delete_server, server['id'])
-        self.case.hook.reconcile()
-        self.case.engine.process_due()
+
+    def settle(self, timeout=60):
+        """Let Nova finish (servers being deleted are gone); then the
+        hook and the engine (again while that left servers to delete).
+        """
+        deadline = time.monotonic() + timeout
+        self._quiet(deadline)
+        while True:
+            self.case.hook.reconcile()
+            self.case.engine.process_due()
+            if not self._quiet(deadline):
+                return
 
     def step(self):
         self.steps += 1
@@ -295,8 +326,6 @@ class Walk(object):
         result = op()
         t1 = time.monotonic()
         self.settle()
-        # Servers being deleted are settled too: wait until they are gone.
-        self.settle()
         t2 = time.monotonic()
         findings = audit.run(self.case.audit_conf)
         t3 = time.monotonic()
@@ -305,9 +334,9 @@ class Walk(object):
         outcome = ('skipped' if result == 'skip' else
                    'refused' if result is None else 'done')
         self.log('step %d (seed %d): %s %s; %d finding(s) '
-                 '[op %.2f s, settle %.2f s, audit %.2f s]' % (
+                 '[%d servers; op %.2f s, settle %.2f s, audit %.2f s]' % (
                      self.steps, self.seed, name, outcome, len(findings),
-                     t1 - t0, t2 - t1, t3 - t2))
+                     len(self.seen), t1 - t0, t2 - t1, t3 - t2))
         return name, findings
 
     def run(self, steps):
