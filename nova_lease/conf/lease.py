@@ -203,8 +203,9 @@ lease always run one after the other).
 
 A worker is not held while Nova builds or unshelves the server of a start:
 the plugin returns what it waits for, and the engine watches all such
-servers at once (one batched status poll a second, and the versioned
-notifications), so a burst of starts issues all its Nova actions at once.
+servers at once (one batched status poll a second, and one look at a
+server as soon as its versioned notification arrives), so a burst of
+starts issues all its Nova actions at once.
 """),
     cfg.IntOpt('plugin_call_timeout',
                default=600,

@@ -368,6 +368,8 @@ class Engine(object):
         # Plugin Waits (nova_lease.plugins.base.Wait) being watched, and
         # the observer thread that watches them (started when needed).
         self._waiting = []
+        self._notified = set()      # waited servers that sent a notification
+        self._poll_due = None       # monotonic time of the next batched poll
         self._observe = threading.Event()
         self._observer = None
         self._last_recovery = None
@@ -395,11 +397,21 @@ class Engine(object):
         self._wakeup.set()
 
     def observe_now(self, server_id=None):
-        """Poll the waited servers now (thread-safe; e.g. one of them sent
-        a notification).
+        """A server changed (thread-safe; e.g. it sent a notification):
+        if a start waits for it, look at it now (one GET of that server)
+        instead of at the next batched poll; without a server id, poll
+        all the waited servers now.
         """
-        if self._waiting:
-            self._observe.set()
+        if not self._waiting:
+            return
+        with self._lock:
+            if server_id is None:
+                self._poll_due = time.monotonic()
+            elif any(e.wait.server_id == server_id for e in self._waiting):
+                self._notified.add(server_id)
+            else:
+                return
+        self._observe.set()
 
     def stop(self):
         """Ask :meth:`run` to finish or release its claims and return."""
@@ -1149,25 +1161,47 @@ class Engine(object):
         self._observer.start()
 
     def _observe_loop(self):
-        """Watch the waited servers: one batched poll per interval."""
+        """Watch the waited servers: one batched poll per interval, and
+        one GET of each server that sent a notification meanwhile.
+        """
         while not self._shutting_down:
             with self._lock:
                 entries = list(self._waiting)
+                if not entries:
+                    self._poll_due = None
             if not entries:
                 self._observe.wait(self.opts.engine_max_sleep)
                 self._observe.clear()
                 continue
             interval = min(getattr(e.plugin.compute, 'poll_interval', 1.0)
                            for e in entries)
-            self._observe.wait(interval)
+            with self._lock:
+                if self._poll_due is None:
+                    # New waits: their first look is one interval on.
+                    self._poll_due = time.monotonic() + interval
+                delay = self._poll_due - time.monotonic()
+            if delay > 0 and not self._notified:
+                self._observe.wait(delay)
             self._observe.clear()
+            with self._lock:
+                notified, self._notified = self._notified, set()
+                entries = list(self._waiting)
+                full = time.monotonic() >= self._poll_due
+                if full:
+                    self._poll_due = time.monotonic() + interval
             try:
-                self._poll(entries)
+                if full:
+                    self._poll(entries)
+                elif notified:
+                    self._poll_notified(entries, notified)
             except Exception:
                 LOG.exception('Lease engine %s: error while watching '
                               'servers', self.engine_id)
 
     def _poll(self, entries):
+        """One list of every server changed since the earliest wait
+        began, per compute client.
+        """
         groups = collections.defaultdict(list)
         for entry in entries:
             groups[id(entry.plugin.compute)].append(entry)
@@ -1183,6 +1217,30 @@ class Engine(object):
                 changed = {}
             for entry in group:
                 self._look(entry, client, changed)
+
+    def _poll_notified(self, entries, notified):
+        """Look at the waited servers that sent a notification: one GET
+        each (a batched poll lists every server changed since the
+        earliest wait, a hundred in a burst of starts).
+        """
+        servers = {}
+        for entry in entries:
+            server_id = entry.wait.server_id
+            if server_id not in notified:
+                continue
+            client = entry.plugin.compute
+            key = (id(client), server_id)
+            if key not in servers:
+                try:
+                    servers[key] = {server_id: client.get_server(server_id)}
+                except Exception as e:
+                    # Seen at the next batched poll.
+                    LOG.debug('Lease engine %(id)s: cannot read server '
+                              '%(server)s: %(error)s',
+                              {'id': self.engine_id, 'server': server_id,
+                               'error': e})
+                    servers[key] = {}
+            self._look(entry, client, servers[key])
 
     def _look(self, entry, client, changed):
         if entry.job.guard.cancelled:

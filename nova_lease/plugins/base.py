@@ -44,9 +44,9 @@ the server, the statuses to wait for, and what to do once the server is
 there (``then(server)``, which may return a note, None or another Wait).
 The engine then frees its worker, watches every waited server with one
 batched status poll (``GET /servers/detail?changes-since=...``; a versioned
-notification of the server makes it look at once), and calls ``then`` in
-a worker when the server is there: a burst of starts issues all its Nova
-actions at once instead of one per worker. Outside the engine,
+notification of the server makes it look at that server at once), and
+calls ``then`` in a worker when the server is there: a burst of starts
+issues all its Nova actions at once instead of one per worker. Outside the engine,
 :func:`resolve` waits for a Wait in place.
 
 A call that outlives ``[nova_lease] plugin_call_timeout``, or whose

@@ -99,3 +99,47 @@ class BurstTest(test_instance_lease.InstanceLeaseTest):
         self.assertEqual(self.LEASES, self.slow.peak,
                          'at most %d builds at once; the burst took %.1f s'
                          % (self.slow.peak, elapsed))
+
+
+class NotifiedTest(test_instance_lease.InstanceLeaseTest):
+    """A start sees its server ACTIVE through Nova's notification: one
+    GET of that server, without waiting for the batched poll (set to a
+    minute here) or listing every server changed meanwhile.
+    """
+
+    CAST_AS_CALL = False
+    LISTEN = True
+    LEASES = 3
+
+    def _engine(self, **overrides):
+        engine = super()._engine(**overrides)
+        compute = engine.plugins['virtual:instance'].compute
+        compute.poll_interval = 60.0
+        self.lists = []
+        real = compute.list_servers_changed_since
+
+        def listed(since):
+            self.lists.append(since)
+            return real(since)
+        compute.list_servers_changed_since = listed
+        return engine
+
+    def test_started_on_notification(self):
+        start = (self.clock.now + datetime.timedelta(hours=1)).replace(
+            second=0)
+        for i in range(self.LEASES):
+            self._lease_boot(name='notified-%d' % i, wait=None,
+                             start=self._date(start), duration='2h')
+        self.clock.advance_to(start)
+        t0 = time.monotonic()
+        self.assertEqual(self.LEASES, self.engine.process_due(timeout=50))
+        elapsed = time.monotonic() - t0
+        self.assertEqual(
+            ['ACTIVE'] * self.LEASES,
+            [lease['status'] for lease in db_api.lease_list(self.db)])
+        self.assertEqual(
+            ['ACTIVE'] * self.LEASES,
+            [s['status'] for s in self.admin_api.get_servers(
+                search_opts={'all_tenants': 1})])
+        self.assertLess(elapsed, 30)
+        self.assertEqual([], self.lists)
