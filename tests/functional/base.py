@@ -19,6 +19,7 @@ are set in Nova's CONF. Nothing of nova_lease is instantiated by the tests.
 
 import faulthandler
 import functools
+import importlib
 import json
 import os
 import sys
@@ -45,6 +46,9 @@ from nova_lease.scheduler import filters as _lease_filters  # noqa: F401
 from tests.functional import fixtures as lease_fixtures
 
 CONF = nova.conf.CONF
+# The module of Nova's fixtures (``nova.tests.fixtures.nova`` as a dotted
+# attribute path is the nova package: the fixtures package imports it).
+nova_fixtures_module = importlib.import_module('nova.tests.fixtures.nova')
 # Register [nova_lease] and [nova_lease_auth] before any self.flags() on
 # them (Nova itself never imports the plugin's options).
 lease_conf.register_opts(CONF)
@@ -129,9 +133,10 @@ class LeaseFunctionalBase(integrated_helpers._IntegratedTestBase):
     def setUp(self):
         _watchdog(self)
         # Before Nova's fixtures are built: its cell lock deadlocks when
-        # our engine threads call the API while the test does.
-        self.useFixture(fixtures.MonkeyPatch(
-            'nova.tests.fixtures.nova.ReaderWriterLock',
+        # our engine threads call the API while the test does. (By the
+        # module object: the dotted path resolves to the nova package.)
+        self.useFixture(fixtures.MockPatchObject(
+            nova_fixtures_module, 'ReaderWriterLock',
             lease_fixtures.ReaderPreferringLock))
         super().setUp()
         self.keystone = self.useFixture(lease_fixtures.FakeKeystone(
