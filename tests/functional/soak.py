@@ -65,6 +65,8 @@ class SoakCase(test_lease_api.LeaseAPIMixin,
         super().setUp()
         self.flags(instances=-1, cores=-1, ram=-1, group='quota')
         self.other_api = self._other_api()
+        # The same microversion as the owner's client (networks 'none').
+        self.other_api.microversion = self.api.microversion
         self.audit_conf = self.engine.conf
 
     def _setup_services(self):
@@ -91,6 +93,7 @@ class Walk(object):
         self.last = None
         self.counts = {}
         self.seen = None
+        self.refusal = None
         self.ops = [
             (6, self.boot_unleased), (6, self.boot_leased_now),
             (6, self.boot_leased_future), (2, self.register_host),
@@ -150,9 +153,11 @@ class Walk(object):
         except api_client.OpenStackApiException as e:
             code = e.response.status_code
             if no_valid_host and 'NoValidHost' in e.response.text:
+                self.refusal = 'NoValidHost'
                 return None
             if code >= 500:
                 raise StepFailed('HTTP %s: %s' % (code, e.response.text))
+            self.refusal = 'HTTP %s: %s' % (code, e.response.text[:160])
             return None
 
     # -- operations -----------------------------------------------------------
@@ -323,7 +328,9 @@ class Walk(object):
         name = self.last = op.__name__
         self.counts[name] = self.counts.get(name, 0) + 1
         t0 = time.monotonic()
+        self.refusal = None
         result = op()
+        refusal = self.refusal
         t1 = time.monotonic()
         self.settle()
         t2 = time.monotonic()
@@ -332,7 +339,8 @@ class Walk(object):
         if isinstance(result, tuple):
             result = result[0]
         outcome = ('skipped' if result == 'skip' else
-                   'refused' if result is None else 'done')
+                   'refused (%s)' % refusal if result is None else
+                   'done')
         self.log('step %d (seed %d): %s %s; %d finding(s) '
                  '[%d servers; op %.2f s, settle %.2f s, audit %.2f s]' % (
                      self.steps, self.seed, name, outcome, len(findings),
