@@ -38,6 +38,7 @@ as the lease's ``status_reason`` and the event's ``last_error`` (the event
 is still DONE), and sends it with the lease notification. Return None
 (what a method without a return statement does) when there is nothing to
 say.
+
 A method that has asked Nova for something that takes time (a server to
 build or unshelve) returns a :class:`Wait` instead of waiting: it names
 the server, the statuses to wait for, and what to do once the server is
@@ -46,8 +47,8 @@ The engine then frees its worker, watches every waited server with one
 batched status poll (``GET /servers/detail?changes-since=...``; a versioned
 notification of the server makes it look at that server at once), and
 calls ``then`` in a worker when the server is there: a burst of starts
-issues all its Nova actions at once instead of one per worker. Outside the engine,
-:func:`resolve` waits for a Wait in place.
+issues all its Nova actions at once instead of one per worker. Outside
+the engine, :func:`resolve` waits for a Wait in place.
 
 A call that outlives ``[nova_lease] plugin_call_timeout``, or whose
 event's claim was taken over, is abandoned by the engine: its requests to
