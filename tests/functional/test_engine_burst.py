@@ -16,8 +16,9 @@ Nova here runs its casts as casts (CAST_AS_CALL off), so a boot or an
 unshelve returns before the compute has built the server, as in a
 deployment; the fake driver takes a second to spawn, as a hypervisor
 takes its time. Six leases due at the same instant on an engine with two
-workers: every server must be building at once (the engine issued all the
-Nova actions, then waited for all of them together), not two at a time.
+workers: every server must be asked for before the first is built (the
+engine issued all the Nova actions, then waited for all of them
+together), not two at a time.
 """
 
 import datetime
@@ -27,6 +28,7 @@ import time
 import fixtures
 from nova.virt import fake as fake_virt
 
+from nova_lease import compute
 from nova_lease.db import api as db_api
 from tests.functional import test_instance_lease
 
@@ -41,6 +43,7 @@ class _SlowSpawn(object):
         self.running = 0
         self.peak = 0
         self.spawned = 0
+        self.first_done = float('inf')
 
     def wrap(self, original):
         slow = self
@@ -56,6 +59,8 @@ class _SlowSpawn(object):
                 with slow.lock:
                     slow.running -= 1
                     slow.spawned += 1
+                    slow.first_done = min(slow.first_done,
+                                          time.monotonic())
         return spawn
 
 
@@ -72,6 +77,17 @@ class BurstTest(test_instance_lease.InstanceLeaseTest):
         self.useFixture(fixtures.MonkeyPatch(
             'nova.virt.fake.FakeDriver.spawn',
             self.slow.wrap(fake_virt.FakeDriver.spawn)))
+        self.created = []
+        real_create = compute.ComputeClient.create_reserved_server
+
+        def create(client, *args, **kwargs):
+            try:
+                return real_create(client, *args, **kwargs)
+            finally:
+                self.created.append(time.monotonic())
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_lease.compute.ComputeClient.create_reserved_server',
+            create))
 
     def _engine(self, **overrides):
         overrides.setdefault('engine_workers', 2)
@@ -94,11 +110,15 @@ class BurstTest(test_instance_lease.InstanceLeaseTest):
         servers = self.admin_api.get_servers(search_opts={'all_tenants': 1})
         self.assertEqual(['ACTIVE'] * self.LEASES,
                          [s['status'] for s in servers])
-        # Every build ran at the same time: the two workers did not wait
-        # for one server to be ACTIVE before they created the next.
-        self.assertEqual(self.LEASES, self.slow.peak,
-                         'at most %d builds at once; the burst took %.1f s'
-                         % (self.slow.peak, elapsed))
+        # The two workers did not wait for one server to be built before
+        # they created the next: every server was asked for before the
+        # first build was done (with a worker held per server, the third
+        # is asked for only once the first is ACTIVE).
+        self.assertEqual(self.LEASES, len(self.created))
+        self.assertLess(max(self.created), self.slow.first_done,
+                        'a server was asked for after the first build was '
+                        'done (at most %d builds at once; the burst took '
+                        '%.1f s)' % (self.slow.peak, elapsed))
 
 
 class NotifiedTest(test_instance_lease.InstanceLeaseTest):
