@@ -304,7 +304,7 @@ class ComputeClient(object):
 
     @_translate('create the reserved server of')
     def create_reserved_server(self, lease_id, reservation_id):
-        """Have nova-api create a reservation's server; return its id.
+        """Have nova-api create a reservation's server.
 
         For a reservation whose server is created at its lease's start:
         ``POST /os-reservation/leases/<lease>/reservations/<reservation>/
@@ -312,6 +312,9 @@ class ComputeClient(object):
         service role). Idempotent: a server already created for it is
         returned, not created again. Nova's refusal keeps its code and
         message (e.g. 403 ``Quota exceeded for instances``).
+
+        Returns ``(server id, created)``: ``created`` is False when the
+        server existed (an earlier attempt created it).
         """
         path = ('/os-reservation/leases/%s/reservations/%s/server'
                 % (lease_id, reservation_id))
@@ -322,7 +325,7 @@ class ComputeClient(object):
         except ValueError:
             data = {}
         if resp.status_code in (200, 201):
-            return data['server']['id']
+            return data['server']['id'], resp.status_code == 201
         message = (data.get('error_message') if isinstance(data, dict)
                    else None) or resp.reason or str(resp.status_code)
         reason = 'reservation %s of lease %s: HTTP %s: %s' % (

@@ -85,22 +85,63 @@ class InstancePlugin(base.ComputePlugin):
     def on_start(self, lease, reservation):
         created = leases.created_at_start(reservation)
         if created:
-            server_id = self.compute.create_reserved_server(
+            server_id, new = self.compute.create_reserved_server(
                 lease['id'], reservation['id'])
             LOG.info('Server %(server)s of reservation %(res)s of lease '
-                     '%(lease)s created at its start',
+                     '%(lease)s created at its start%(again)s',
                      {'server': server_id, 'res': reservation['id'],
-                      'lease': lease['id']})
-        else:
-            server_id = self._server_id(lease, reservation)
+                      'lease': lease['id'],
+                      'again': '' if new else ' (by an earlier attempt)'})
+            if new:
+                # Being built (nova-api has just answered 202): no look
+                # before the wait (a burst of starts costs Nova one
+                # request per server less).
+                return self._building(lease, server_id, created)
+            return self._look(lease, server_id, created)
+        server_id = self._server_id(lease, reservation)
+        # The common case without a look first: a server shelved until
+        # its start. Nova refuses (409) what is not shelved or busy; that
+        # server is then looked at.
+        try:
+            self.compute.unshelve_server(server_id)
+        except compute.ComputeNotFound:
+            raise self._gone(lease, server_id) from None
+        except compute.ComputeConflict:
+            return self._look(lease, server_id, created)
+        LOG.info('Unshelving server %(server)s for lease %(lease)s',
+                 {'server': server_id, 'lease': lease['id']})
+        return self._unshelving(lease, server_id, created)
+
+    def _look(self, lease, server_id, created):
         try:
             server = self.compute.get_server(server_id)
         except compute.ServerNotFound:
-            raise base.PluginError(
-                reason='server %s of lease %s (%s) no longer exists; it '
-                       'cannot be started' % (server_id, lease['id'],
-                                              lease.get('name'))) from None
+            raise self._gone(lease, server_id) from None
         return self._start(lease, server_id, created, server)
+
+    @staticmethod
+    def _gone(lease, server_id):
+        return base.PluginError(
+            reason='server %s of lease %s (%s) no longer exists; it cannot '
+                   'be started' % (server_id, lease['id'], lease.get('name')))
+
+    def _building(self, lease, server_id, created):
+        """Wait until the server is stable, then look again."""
+        return base.Wait(
+            server_id, _USABLE + _SHELVED,
+            functools.partial(self._start, lease, server_id, created),
+            what='server %s of lease %s to be built or stable'
+                 % (server_id, lease['id']))
+
+    def _unshelving(self, lease, server_id, created):
+        # A failed unshelve (no valid host) puts the server back in
+        # SHELVED_OFFLOADED without a task: that is a failure.
+        return base.Wait(
+            server_id, ('ACTIVE',),
+            functools.partial(self._started, server_id, created),
+            fail_statuses=('ERROR',) + _SHELVED,
+            what='server %s of lease %s to be unshelved'
+                 % (server_id, lease['id']))
 
     def _start(self, lease, server_id, created, server):
         """The next step of a start, from the server as it is now.
@@ -112,13 +153,8 @@ class InstancePlugin(base.ComputePlugin):
         status = server.get('status')
         if server.get('OS-EXT-STS:task_state') or status not in (
                 _USABLE + _SHELVED + ('ERROR',)):
-            # Being built (created at the start) or busy: wait until it
-            # is stable, then look again.
-            return base.Wait(
-                server_id, _USABLE + _SHELVED,
-                functools.partial(self._start, lease, server_id, created),
-                what='server %s of lease %s to be built or stable'
-                     % (server_id, lease['id']))
+            # Being built (created at the start) or busy.
+            return self._building(lease, server_id, created)
         if status == 'ERROR':
             raise base.Wait(server_id, ('ACTIVE',), None).failure(server)
         if status in _SHELVED:
@@ -127,22 +163,18 @@ class InstancePlugin(base.ComputePlugin):
             try:
                 self.compute.unshelve_server(server_id)
             except compute.ComputeConflict:
-                # Already being unshelved (an earlier attempt): wait.
+                # Being unshelved meanwhile (another attempt): wait.
                 LOG.info('Server %s is already changing state', server_id)
-            # A failed unshelve (no valid host) puts the server back in
-            # SHELVED_OFFLOADED without a task: that is a failure.
-            return base.Wait(
-                server_id, ('ACTIVE',),
-                functools.partial(self._started, server_id, created),
-                fail_statuses=('ERROR',) + _SHELVED,
-                what='server %s of lease %s to be unshelved'
-                     % (server_id, lease['id']))
+            return self._unshelving(lease, server_id, created)
         return self._started(server_id, created, server)
 
     def _started(self, server_id, created, server):
         self.compute.set_server_metadata(server_id,
                                          {METADATA_STATUS: 'active'})
-        if not created:
+        # Nova shows a server's tags (compute API 2.26 and later): a
+        # server without the tag costs no request.
+        tags = server.get('tags')
+        if not created and (tags is None or RESERVED_TAG in tags):
             self.compute.delete_server_tag(server_id, RESERVED_TAG)
 
     def before_end(self, lease, reservation):

@@ -540,7 +540,7 @@ class Hang(object):
     ``reached`` is set when the matching request arrives, ``thread`` is
     the client thread that sent it (wsgi-intercept runs the application
     in the caller's thread), ``done`` is set once Nova has answered it
-    after :meth:`release`.
+    (after :meth:`release`, unless the answer itself is held).
     """
 
     def __init__(self):
@@ -577,13 +577,27 @@ class FaultInjector(object):
     def fail(self, name, method, path, body=None, times=None, status=500):
         self.rules[name] = (method, re.compile(path), body, times, status)
 
-    def hang(self, name, method, path, body=None):
+    def hang(self, name, method, path, body=None, answered=False):
         """Hold the first matching request until the returned
         :class:`Hang` is released; Nova then answers it (as it is then).
+
+        With ``answered``, Nova does the request at once and its answer
+        is held (a reply lost on its way until the release).
         """
         hang = Hang()
-        self.hangs[name] = (method, re.compile(path), body, hang)
+        self.hangs[name] = (method, re.compile(path), body, hang, answered)
         return hang
+
+    def _held_answer(self, hang, environ, start_response):
+        started = []
+        body = self.app(environ, lambda *args: started.append(args))
+        try:
+            body = list(body)
+        finally:
+            hang.done.set()
+        hang.released.wait(300)
+        start_response(*started[0])
+        return body
 
     def clear(self):
         """Stop injecting (the counters are kept)."""
@@ -603,7 +617,8 @@ class FaultInjector(object):
         with self._lock:
             self.requests.append((threading.current_thread(), method, path,
                                   data))
-        for name, (m, regex, needle, hang) in list(self.hangs.items()):
+        for name, (m, regex, needle, hang, answered) in list(
+                self.hangs.items()):
             if (m == method and regex.search(path) and
                     (needle is None or needle.encode() in data)):
                 with self._lock:
@@ -611,6 +626,8 @@ class FaultInjector(object):
                         continue
                 hang.thread = threading.current_thread()
                 hang.reached.set()
+                if answered:
+                    return self._held_answer(hang, environ, start_response)
                 hang.released.wait(300)
                 try:
                     return self.app(environ, start_response)

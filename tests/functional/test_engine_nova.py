@@ -184,19 +184,20 @@ class EngineNovaTest(base.LeaseFunctionalBase):
         self.assertEqual('TERMINATED', self._lease_now(lease)['status'])
 
     def test_timed_out_call_sends_nothing_when_it_returns(self):
-        # The start's first look at the server hangs past
-        # plugin_call_timeout; the retry starts the lease, the end shelves
-        # the server; then Nova answers the hung request (the server is
-        # shelved by then). The abandoned call must not go on with the
-        # start: no unshelve, no request at all from its thread.
+        # Nova unshelves the server at the start's first request, but its
+        # answer hangs past plugin_call_timeout; the retry starts the
+        # lease, the end shelves the server; then the answer comes. The
+        # abandoned call must not go on with the start: no metadata, no
+        # unshelve, no request at all from its thread.
         self.engine.close()
         # (Long enough for the retry's real unshelve on a busy machine:
         # the plugin waits for ACTIVE at most this long too.)
         engine = self._engine(plugin_call_timeout=8)
         server = self._reserved_server()
         lease = self._lease(server, on_end='shelve')
-        hung = self.faults.hang('first look', 'GET',
-                                r'/servers/%s$' % server['id'])
+        hung = self.faults.hang('first unshelve', 'POST',
+                                r'/servers/%s/action$' % server['id'],
+                                body='"unshelve"', answered=True)
         self.addCleanup(hung.release)
         self.clock.advance(seconds=61)
         self.assertEqual(1, engine.process_due())

@@ -87,10 +87,10 @@ class ComputeClientTest(testtools.TestCase):
     def test_create_reserved_server(self):
         # The lease API action next to the compute API; Blazar's errors.
         path = URL + '/os-reservation/leases/L1/reservations/R1/server'
-        for code in (200, 201):
+        for code, created in ((200, False), (201, True)):
             self.http.post(path, status_code=code,
                            json={'server': {'id': SERVER}})
-            self.assertEqual(SERVER,
+            self.assertEqual((SERVER, created),
                              self.client.create_reserved_server('L1', 'R1'))
         for code, cls in ((403, compute.ComputeForbidden),
                           (404, compute.ComputeNotFound),
@@ -118,8 +118,10 @@ class FakeCompute(object):
                                  'OS-EXT-STS:task_state': None,
                                  'metadata': {}, 'tags': {'reserved'}}}
         self.calls = []
+        self.gets = 0
 
     def get_server(self, server_id):
+        self.gets += 1
         if server_id not in self.servers:
             raise compute.ServerNotFound(server_id=server_id)
         return dict(self.servers[server_id])
@@ -148,6 +150,11 @@ class FakeCompute(object):
             self.servers[server_id]['status'] = status
 
     def unshelve_server(self, server_id):
+        # As Nova: 404 for a missing server, 409 for one not shelved.
+        if server_id not in self.servers:
+            raise compute.ComputeNotFound(reason=server_id)
+        if not self.servers[server_id]['status'].startswith('SHELVED'):
+            raise compute.ComputeConflict(reason='not shelved')
         self._act('unshelve', server_id, 'ACTIVE')
 
     def shelve_server(self, server_id):
@@ -177,12 +184,12 @@ class FakeCompute(object):
         for server in self.servers.values():
             if server['metadata'].get('lease_reservation_id') == (
                     reservation_id):
-                return server['id']
+                return server['id'], False
         self.servers['new'] = {
             'id': 'new', 'status': 'ACTIVE', 'OS-EXT-STS:task_state': None,
             'metadata': {'lease_reservation_id': reservation_id},
             'tags': set()}
-        return 'new'
+        return 'new', True
 
     def list_servers(self, all_projects=True, **filters):
         return [dict(s) for s in self.servers.values()]
@@ -211,6 +218,8 @@ class InstancePluginTest(testtools.TestCase):
         self.assertIsInstance(wait, plugin_base.Wait)
         self.assertEqual(('ACTIVE',), wait.wanted)
         self.assertEqual(['unshelve'], self.fake.calls)
+        # A burst of starts costs Nova no look before the unshelves.
+        self.assertEqual(0, self.fake.gets)
         self.assertIsNone(plugin_base.resolve(wait, self.fake, 5))
         self.assertEqual(['unshelve', "metadata {'lease_status': 'active'}",
                           'untag reserved'], self.fake.calls)
@@ -265,9 +274,15 @@ class InstancePluginTest(testtools.TestCase):
         deferred = {'id': 'res-2', 'resource_id': None,
                     'resource_type': 'virtual:instance',
                     'properties': {'create_at_start': True}}
-        plugin.on_start(self.lease, deferred)
+        # A server created now is waited for with no look first.
+        wait = plugin.on_start(self.lease, deferred)
+        self.assertIsInstance(wait, plugin_base.Wait)
+        self.assertEqual(['create res-2'], self.fake.calls)
+        self.assertEqual(0, self.fake.gets)
+        plugin_base.resolve(wait, self.fake, 5)
         # A retried start (linked now, or not) creates nothing more.
-        plugin.on_start(self.lease, dict(deferred, resource_id='new'))
+        plugin_base.resolve(plugin.on_start(
+            self.lease, dict(deferred, resource_id='new')), self.fake, 5)
         self.assertEqual(['create res-2', "metadata {'lease_status': "
                           "'active'}"] * 2, self.fake.calls)
         self.assertEqual(2, len(self.fake.servers))
