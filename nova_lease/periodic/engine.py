@@ -370,6 +370,8 @@ class Engine(object):
         self._waiting = []
         self._notified = set()      # waited servers that sent a notification
         self._poll_due = None       # monotonic time of the next batched poll
+        # Nova's notifications reach this process (see _poll_interval).
+        self._notices_flow = False
         self._observe = threading.Event()
         self._observer = None
         self._last_recovery = None
@@ -402,6 +404,8 @@ class Engine(object):
         instead of at the next batched poll; without a server id, poll
         all the waited servers now.
         """
+        if server_id is not None:
+            self._notices_flow = True
         if not self._waiting:
             return
         with self._lock:
@@ -421,6 +425,14 @@ class Engine(object):
     @property
     def stopping(self):
         return self._stopping.is_set()
+
+    @property
+    def notices_flow(self):
+        """True while Nova's notifications count as reaching this engine
+        (its batched poll of waited servers is then a safety net; see
+        :meth:`_poll_interval`).
+        """
+        return self._notices_flow
 
     @property
     def in_flight(self):
@@ -1177,8 +1189,10 @@ class Engine(object):
                            for e in entries)
             with self._lock:
                 if self._poll_due is None:
-                    # New waits: their first look is one interval on.
-                    self._poll_due = time.monotonic() + interval
+                    # New waits: their first batched look is one
+                    # interval on (or sooner, at a notification).
+                    self._poll_due = time.monotonic() + self._poll_interval(
+                        interval)
                 delay = self._poll_due - time.monotonic()
             if delay > 0 and not self._notified:
                 self._observe.wait(delay)
@@ -1188,7 +1202,8 @@ class Engine(object):
                 entries = list(self._waiting)
                 full = time.monotonic() >= self._poll_due
                 if full:
-                    self._poll_due = time.monotonic() + interval
+                    self._poll_due = time.monotonic() + self._poll_interval(
+                        interval)
             try:
                 if full:
                     self._poll(entries)
@@ -1197,6 +1212,23 @@ class Engine(object):
             except Exception:
                 LOG.exception('Lease engine %s: error while watching '
                               'servers', self.engine_id)
+
+    def _poll_interval(self, interval):
+        """Seconds to the next batched poll.
+
+        While Nova's notifications reach this process, each waited server
+        is looked at when its own notification comes, and the batched
+        poll, a list of every server changed since the earliest wait, is
+        only the safety net for a lost one: it runs every
+        ``engine_max_sleep`` seconds instead of every ``interval`` (in a
+        burst of a hundred starts, a list per second costs Nova more than
+        the starts). Notifications count as reaching it once one came,
+        until a batched poll finds a wait over that no notification
+        announced (see :meth:`_poll`).
+        """
+        if self._notices_flow:
+            return max(interval, self.opts.engine_max_sleep)
+        return interval
 
     def _poll(self, entries):
         """One list of every server changed since the earliest wait
@@ -1216,7 +1248,18 @@ class Engine(object):
                             {'id': self.engine_id, 'error': e})
                 changed = {}
             for entry in group:
-                self._look(entry, client, changed)
+                if (self._look(entry, client, changed) and
+                        self._notices_flow and
+                        entry.wait.server_id not in self._notified):
+                    # Over, and its notification has not come: do not
+                    # count on them until the next one.
+                    LOG.debug('Lease engine %(id)s: %(what)s is over '
+                              'without a notification; polling every '
+                              '%(interval)s s', {
+                                  'id': self.engine_id, 'what': entry.what,
+                                  'interval': getattr(
+                                      client, 'poll_interval', 1.0)})
+                    self._notices_flow = False
 
     def _poll_notified(self, entries, notified):
         """Look at the waited servers that sent a notification: one GET
@@ -1243,9 +1286,10 @@ class Engine(object):
             self._look(entry, client, servers[key])
 
     def _look(self, entry, client, changed):
+        """Resume the entry's job if its wait is over; True if it was."""
         if entry.job.guard.cancelled:
             self._unwatch(entry)
-            return
+            return False
         server = changed.get(entry.wait.server_id)
         outcome = entry.wait.outcome(server) if server is not None else None
         error = None
@@ -1264,13 +1308,14 @@ class Engine(object):
         if outcome == 'failed':
             error = entry.wait.failure(server)
         if outcome is None and error is None:
-            return
+            return False
         if not self._unwatch(entry):
-            return
+            return False
         try:
             self._pool.submit(self._resume, entry, server, error)
         except RuntimeError:    # stopping: its claim is released
             pass
+        return True
 
     def _unwatch(self, entry):
         with self._lock:

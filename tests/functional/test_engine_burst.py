@@ -18,7 +18,8 @@ deployment; the fake driver takes a second to spawn, as a hypervisor
 takes its time. Six leases due at the same instant on an engine with two
 workers: every server must be asked for before the first is built (the
 engine issued all the Nova actions, then waited for all of them
-together), not two at a time.
+together), not two at a time. The batched poll of the servers it waits for
+is a safety net while notifications reach the engine.
 """
 
 import datetime
@@ -163,3 +164,73 @@ class NotifiedTest(test_instance_lease.InstanceLeaseTest):
                 search_opts={'all_tenants': 1})])
         self.assertLess(elapsed, 30)
         self.assertEqual([], self.lists)
+
+
+class BatchedPollTest(test_instance_lease.InstanceLeaseTest):
+    """The batched poll of waited servers (a list of every server changed
+    since the earliest wait) is a safety net while Nova's notifications
+    reach the engine: it runs every ``engine_max_sleep`` seconds, not
+    every poll interval (0.1 s here), until a wait is found over without
+    its notification.
+    """
+
+    CAST_AS_CALL = False
+    LISTEN = True
+    LEASES = 3
+    MAX_SLEEP = 4.0
+
+    def _engine(self, **overrides):
+        overrides.setdefault('engine_max_sleep', self.MAX_SLEEP)
+        engine = super()._engine(**overrides)
+        compute = engine.plugins['virtual:instance'].compute
+        self.lists = []
+        real = compute.list_servers_changed_since
+
+        def listed(since):
+            self.lists.append(time.monotonic())
+            return real(since)
+        compute.list_servers_changed_since = listed
+        return engine
+
+    def _notified_once(self):
+        # An unleased server: its notification shows that Nova's
+        # notifications reach the engine.
+        self.assertFalse(self.engine.notices_flow)
+        self._boot(name='bystander')
+        self._wait_for(lambda: self.engine.notices_flow, 'a notification')
+
+    def _burst(self):
+        start = (self.clock.now + datetime.timedelta(hours=1)).replace(
+            second=0)
+        for i in range(self.LEASES):
+            self._lease_boot(name='polled-%d' % i, wait=None,
+                             start=self._date(start), duration='2h')
+        self.clock.advance_to(start)
+        t0 = time.monotonic()
+        self.assertEqual(self.LEASES, self.engine.process_due(timeout=60))
+        elapsed = time.monotonic() - t0
+        self.assertEqual(
+            ['ACTIVE'] * self.LEASES,
+            [lease['status'] for lease in db_api.lease_list(self.db)])
+        return elapsed
+
+    def test_no_list_per_interval_while_notifications_flow(self):
+        self._notified_once()
+        elapsed = self._burst()
+        # A list every 0.1 s while the servers build would be tens.
+        self.assertLessEqual(len(self.lists), elapsed / self.MAX_SLEEP + 1,
+                             'batched polls in %.1f s' % elapsed)
+        self.assertTrue(self.engine.notices_flow)
+
+    def test_lost_notifications_found_by_the_safety_net(self):
+        self._notified_once()
+        # From now on, no notification reaches the engine: the batched
+        # poll finds the starts over, and the engine polls every interval
+        # again until the next notification.
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_lease.periodic.engine.server_changed',
+            lambda server_id=None: None))
+        elapsed = self._burst()
+        self.assertFalse(self.engine.notices_flow)
+        self.assertLess(elapsed, 3 * self.MAX_SLEEP)
+        self.assertGreaterEqual(len(self.lists), 1)
