@@ -1090,20 +1090,7 @@ class Engine(object):
         except Exception as e:     # a bug: keep the claim, say so
             LOG.exception('Engine error on event %s', event['id'])
             result, notices = self._failure(event, lease, e)
-        with self._lock:
-            if job.state == 'timed_out':
-                LOG.warning('%(type)s of lease %(lease)s finished after its '
-                            'time-out; result dropped',
-                            {'type': event['event_type'],
-                             'lease': lease['id']})
-                return _RETIRE
-            job.notices = notices
-            job.result = result
-            self._finished.append(job)
-        if self._recorder is not None:
-            self._record_wakeup.set()
-        else:
-            self._wakeup.set()
+        return self._finish(job, result, notices)
 
     def _recorder_loop(self):
         """Record finished results while run() runs (see _record)."""
@@ -1365,7 +1352,19 @@ class Engine(object):
         self._finish(job, result, notices)
 
     def _finish(self, job, result, notices):
+        """Hand the job's result to the recorder.
+
+        Returns _RETIRE when the job timed out meanwhile (its failure is
+        recorded already, this result is dropped, and the worker thread
+        that ran it has been replaced).
+        """
         with self._lock:
+            if job.state == 'timed_out':
+                LOG.warning('%(type)s of lease %(lease)s finished after its '
+                            'time-out; result dropped',
+                            {'type': job.event['event_type'],
+                             'lease': job.event['lease_id']})
+                return _RETIRE
             job.notices = notices
             job.result = result
             self._finished.append(job)
@@ -1373,6 +1372,7 @@ class Engine(object):
             self._record_wakeup.set()
         else:
             self._wakeup.set()
+        return None
 
     def _max_retries(self, lease):
         retries = lease.get('retries')
