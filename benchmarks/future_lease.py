@@ -49,7 +49,6 @@ import statistics
 import sys
 import threading
 import time
-import unittest
 
 os.environ.setdefault('OS_NOVA_DISABLE_EVENTLET_PATCHING', '1')
 sys.path.insert(0, os.path.dirname(os.path.dirname(
@@ -64,6 +63,7 @@ from oslo_serialization import jsonutils  # noqa: E402
 
 # Imported before Nova's fixtures forbid os.uname() (numpy calls it).
 from nova_lease.scheduler import filters  # noqa: E402,F401
+from tests.functional import base  # noqa: E402
 from tests.functional import test_instance_lease  # noqa: E402
 
 LEASES = 10
@@ -201,10 +201,7 @@ def main(argv=None):
     parser.add_argument('--leases', type=int, default=LEASES)
     args = parser.parse_args(argv)
     LEASES = args.leases
-    suite = unittest.TestSuite([FutureLeaseBench('test_bench')])
-    result = unittest.TextTestRunner(stream=sys.stderr, verbosity=0).run(
-        suite)
-    if not result.wasSuccessful() or not RESULT:
+    if not base.run_case(FutureLeaseBench('test_bench')) or not RESULT:
         return 1
     print(json.dumps(RESULT, sort_keys=True))
     return 0

@@ -35,7 +35,6 @@ import os
 import pstats
 import sys
 import time
-import unittest
 
 os.environ.setdefault('OS_NOVA_DISABLE_EVENTLET_PATCHING', '1')
 sys.path.insert(0, os.path.dirname(os.path.dirname(
@@ -45,6 +44,7 @@ import nova.tests.functional  # noqa: E402,F401  (first, as in the tests)
 
 # Imported before Nova's fixtures forbid os.uname() (numpy calls it).
 from nova_lease.scheduler import filters  # noqa: E402,F401
+from tests.functional import base  # noqa: E402
 from tests.functional import soak  # noqa: E402
 
 ARGS = None
@@ -96,12 +96,7 @@ def main(argv=None):
                              'thread of the walk) and print the profile '
                              'on stderr')
     ARGS = parser.parse_args(argv)
-    # A long walk outlives the harness's per-test timeout.
-    os.environ['OS_TEST_TIMEOUT'] = '0'
-    suite = unittest.TestSuite([SoakBench('test_soak')])
-    result = unittest.TextTestRunner(stream=sys.stderr, verbosity=0).run(
-        suite)
-    if not result.wasSuccessful() or not RESULT:
+    if not base.run_case(SoakBench('test_soak')) or not RESULT:
         return 2
     if RESULT['failure']:
         print('first failing step: %s' % RESULT['failure'])

@@ -56,7 +56,6 @@ import statistics
 import sys
 import threading
 import time
-import unittest
 
 os.environ.setdefault('OS_NOVA_DISABLE_EVENTLET_PATCHING', '1')
 sys.path.insert(0, os.path.dirname(os.path.dirname(
@@ -77,6 +76,7 @@ from nova_lease.db import api as db_api  # noqa: E402
 from nova_lease.periodic import events as lease_events  # noqa: E402
 # Imported before Nova's fixtures forbid os.uname() (numpy calls it).
 from nova_lease.scheduler import filters  # noqa: E402,F401,I100
+from tests.functional import base  # noqa: E402
 from tests.functional import test_instance_lease  # noqa: E402
 
 ARGS = None
@@ -338,11 +338,7 @@ def main(argv=None):
                         type=lambda v: v.split(','),
                         help='the paths to run (default: both)')
     ARGS = parser.parse_args(argv)
-    os.environ['OS_TEST_TIMEOUT'] = '0'
-    suite = unittest.TestSuite([WakeupBench('test_bench')])
-    result = unittest.TextTestRunner(stream=sys.stderr, verbosity=0).run(
-        suite)
-    if not result.wasSuccessful() or not RESULT:
+    if not base.run_case(WakeupBench('test_bench')) or not RESULT:
         return 1
     print(json.dumps(RESULT, sort_keys=True))
     return 0
