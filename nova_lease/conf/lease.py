@@ -177,6 +177,10 @@ events that other processes (nova-api) created or moved meanwhile, so that
 they start on time; leases created in the engine's own process wake it at
 once. This bound is a safety net.
 
+It is also the period of the batched poll of the servers that starts wait
+for, while Nova's versioned notifications reach the engine (each server is
+then looked at when its own notification arrives; see engine_workers).
+
 Related options:
 
 * engine_probe_interval
@@ -203,9 +207,11 @@ lease always run one after the other).
 
 A worker is not held while Nova builds or unshelves the server of a start:
 the plugin returns what it waits for, and the engine watches all such
-servers at once (one batched status poll a second, and one look at a
-server as soon as its versioned notification arrives), so a burst of
-starts issues all its Nova actions at once.
+servers at once (one look at a server as soon as its versioned
+notification arrives, and one batched status poll of them all: every
+second until a notification has arrived, then every engine_max_sleep
+seconds while they keep coming), so a burst of starts issues all its Nova
+actions at once.
 """),
     cfg.IntOpt('plugin_call_timeout',
                default=600,
