@@ -1193,7 +1193,7 @@ class Engine(object):
                         interval)
             try:
                 if full:
-                    self._poll(entries)
+                    self._poll(entries, notified)
                 elif notified:
                     self._poll_notified(entries, notified)
             except Exception:
@@ -1217,9 +1217,10 @@ class Engine(object):
             return max(interval, self.opts.engine_max_sleep)
         return interval
 
-    def _poll(self, entries):
+    def _poll(self, entries, notified=()):
         """One list of every server changed since the earliest wait
-        began, per compute client.
+        began, per compute client (``notified``: the waited servers whose
+        notification came since the last look).
         """
         groups = collections.defaultdict(list)
         for entry in entries:
@@ -1235,9 +1236,10 @@ class Engine(object):
                             {'id': self.engine_id, 'error': e})
                 changed = {}
             for entry in group:
+                server_id = entry.wait.server_id
                 if (self._look(entry, client, changed) and
-                        self._notices_flow and
-                        entry.wait.server_id not in self._notified):
+                        self._notices_flow and server_id not in notified
+                        and server_id not in self._notified):
                     # Over, and its notification has not come: do not
                     # count on them until the next one.
                     LOG.debug('Lease engine %(id)s: %(what)s is over '

@@ -476,3 +476,72 @@ class PluginLoadingTest(testtools.TestCase):
         self.assertRaises(plugin_base.PluginNotFound,
                           plugin_base.load_plugins, conf, ['nonexistent'],
                           strict=True)
+
+
+class _ListingCompute(object):
+    """A compute client whose batched poll shows its servers ACTIVE."""
+
+    poll_interval = 1.0
+
+    def __init__(self, *server_ids):
+        self.server_ids = server_ids
+
+    def list_servers_changed_since(self, since):
+        return {s: {'id': s, 'status': 'ACTIVE',
+                    'OS-EXT-STS:task_state': None} for s in self.server_ids}
+
+
+class _Plugin(object):
+    def __init__(self, compute):
+        self.compute = compute
+
+
+class SafetyNetPollTest(testtools.TestCase):
+    """While notifications reach the engine, its batched poll of waited
+    servers runs every engine_max_sleep seconds; it runs every poll
+    interval again once it finds a wait over that no notification
+    announced, and not for one whose notification came meanwhile.
+    """
+
+    def setUp(self):
+        super().setUp()
+        self.db = db_api.Database('sqlite://')
+        self.addCleanup(self.db.dispose)
+        migration.upgrade(self.db)
+        self.engine = lease_engine.Engine(_conf(engine_max_sleep=10),
+                                          db=self.db)
+        self.addCleanup(self.engine.close)
+
+    def _waiting(self, server_id):
+        job = lease_engine._Job({'id': 'e-' + server_id, 'lease_id': 'l',
+                                 'event_type': 'start_lease',
+                                 'attempts': 1})
+        entry = lease_engine._Waiting(
+            job, _Plugin(_ListingCompute(server_id)),
+            plugin_base.Wait(server_id, ('ACTIVE',), None), 'a start', 60)
+        self.engine._waiting.append(entry)
+        return entry
+
+    def test_no_notification_yet_polls_every_interval(self):
+        self.assertFalse(self.engine.notices_flow)
+        self.assertEqual(1.0, self.engine._poll_interval(1.0))
+
+    def test_poll_is_a_safety_net_while_notifications_come(self):
+        self.engine.observe_now('another-server')
+        self.assertTrue(self.engine.notices_flow)
+        self.assertEqual(10, self.engine._poll_interval(1.0))
+
+    def test_wait_over_without_its_notification_resumes_polling(self):
+        self.engine.observe_now('another-server')
+        self.engine._poll([self._waiting('s1')])
+        self.assertEqual([], self.engine._waiting)
+        self.assertFalse(self.engine.notices_flow)
+        self.assertEqual(1.0, self.engine._poll_interval(1.0))
+
+    def test_wait_whose_notification_came_keeps_the_safety_net(self):
+        # The notification arrived just before the batched poll, which
+        # then saw the server first.
+        self.engine.observe_now('s1')
+        self.engine._poll([self._waiting('s1')], notified={'s1'})
+        self.assertEqual([], self.engine._waiting)
+        self.assertTrue(self.engine.notices_flow)
