@@ -122,10 +122,9 @@ class BurstTest(test_instance_lease.InstanceLeaseTest):
                         '%.1f s)' % (self.slow.peak, elapsed))
 
 
-class NotifiedTest(test_instance_lease.InstanceLeaseTest):
-    """A start sees its server ACTIVE through Nova's notification: one
-    GET of that server, without waiting for the batched poll (set to a
-    minute here) or listing every server changed meanwhile.
+class _ListedBurst(test_instance_lease.InstanceLeaseTest):
+    """A burst of LEASES starts with Nova's notifications on; ``lists``
+    records when the engine listed the servers it waits for.
     """
 
     CAST_AS_CALL = False
@@ -133,54 +132,6 @@ class NotifiedTest(test_instance_lease.InstanceLeaseTest):
     LEASES = 3
 
     def _engine(self, **overrides):
-        engine = super()._engine(**overrides)
-        compute = engine.plugins['virtual:instance'].compute
-        compute.poll_interval = 60.0
-        self.lists = []
-        real = compute.list_servers_changed_since
-
-        def listed(since):
-            self.lists.append(since)
-            return real(since)
-        compute.list_servers_changed_since = listed
-        return engine
-
-    def test_started_on_notification(self):
-        start = (self.clock.now + datetime.timedelta(hours=1)).replace(
-            second=0)
-        for i in range(self.LEASES):
-            self._lease_boot(name='notified-%d' % i, wait=None,
-                             start=self._date(start), duration='2h')
-        self.clock.advance_to(start)
-        t0 = time.monotonic()
-        self.assertEqual(self.LEASES, self.engine.process_due(timeout=50))
-        elapsed = time.monotonic() - t0
-        self.assertEqual(
-            ['ACTIVE'] * self.LEASES,
-            [lease['status'] for lease in db_api.lease_list(self.db)])
-        self.assertEqual(
-            ['ACTIVE'] * self.LEASES,
-            [s['status'] for s in self.admin_api.get_servers(
-                search_opts={'all_tenants': 1})])
-        self.assertLess(elapsed, 30)
-        self.assertEqual([], self.lists)
-
-
-class BatchedPollTest(test_instance_lease.InstanceLeaseTest):
-    """The batched poll of waited servers (a list of every server changed
-    since the earliest wait) is a safety net while Nova's notifications
-    reach the engine: it runs every ``engine_max_sleep`` seconds, not
-    every poll interval (0.1 s here), until a wait is found over without
-    its notification.
-    """
-
-    CAST_AS_CALL = False
-    LISTEN = True
-    LEASES = 3
-    MAX_SLEEP = 4.0
-
-    def _engine(self, **overrides):
-        overrides.setdefault('engine_max_sleep', self.MAX_SLEEP)
         engine = super()._engine(**overrides)
         compute = engine.plugins['virtual:instance'].compute
         self.lists = []
@@ -192,6 +143,61 @@ class BatchedPollTest(test_instance_lease.InstanceLeaseTest):
         compute.list_servers_changed_since = listed
         return engine
 
+    def _burst(self, name, timeout):
+        """Start LEASES leases at once; every lease ACTIVE; the seconds
+        the engine took.
+        """
+        start = (self.clock.now + datetime.timedelta(hours=1)).replace(
+            second=0)
+        for i in range(self.LEASES):
+            self._lease_boot(name='%s-%d' % (name, i), wait=None,
+                             start=self._date(start), duration='2h')
+        self.clock.advance_to(start)
+        t0 = time.monotonic()
+        self.assertEqual(self.LEASES,
+                         self.engine.process_due(timeout=timeout))
+        elapsed = time.monotonic() - t0
+        self.assertEqual(
+            ['ACTIVE'] * self.LEASES,
+            [lease['status'] for lease in db_api.lease_list(self.db)])
+        return elapsed
+
+
+class NotifiedTest(_ListedBurst):
+    """A start sees its server ACTIVE through Nova's notification: one
+    GET of that server, without waiting for the batched poll (set to a
+    minute here) or listing every server changed meanwhile.
+    """
+
+    def _engine(self, **overrides):
+        engine = super()._engine(**overrides)
+        engine.plugins['virtual:instance'].compute.poll_interval = 60.0
+        return engine
+
+    def test_started_on_notification(self):
+        elapsed = self._burst('notified', timeout=50)
+        self.assertEqual(
+            ['ACTIVE'] * self.LEASES,
+            [s['status'] for s in self.admin_api.get_servers(
+                search_opts={'all_tenants': 1})])
+        self.assertLess(elapsed, 30)
+        self.assertEqual([], self.lists)
+
+
+class BatchedPollTest(_ListedBurst):
+    """The batched poll of waited servers (a list of every server changed
+    since the earliest wait) is a safety net while Nova's notifications
+    reach the engine: it runs every ``engine_max_sleep`` seconds, not
+    every poll interval (0.1 s here), until a wait is found over without
+    its notification.
+    """
+
+    MAX_SLEEP = 4.0
+
+    def _engine(self, **overrides):
+        overrides.setdefault('engine_max_sleep', self.MAX_SLEEP)
+        return super()._engine(**overrides)
+
     def _notified_once(self):
         # An unleased server: its notification shows that Nova's
         # notifications reach the engine.
@@ -199,24 +205,9 @@ class BatchedPollTest(test_instance_lease.InstanceLeaseTest):
         self._boot(name='bystander')
         self._wait_for(lambda: self.engine.notices_flow, 'a notification')
 
-    def _burst(self):
-        start = (self.clock.now + datetime.timedelta(hours=1)).replace(
-            second=0)
-        for i in range(self.LEASES):
-            self._lease_boot(name='polled-%d' % i, wait=None,
-                             start=self._date(start), duration='2h')
-        self.clock.advance_to(start)
-        t0 = time.monotonic()
-        self.assertEqual(self.LEASES, self.engine.process_due(timeout=60))
-        elapsed = time.monotonic() - t0
-        self.assertEqual(
-            ['ACTIVE'] * self.LEASES,
-            [lease['status'] for lease in db_api.lease_list(self.db)])
-        return elapsed
-
     def test_no_list_per_interval_while_notifications_flow(self):
         self._notified_once()
-        elapsed = self._burst()
+        elapsed = self._burst('polled', timeout=60)
         # A list every 0.1 s while the servers build would be tens.
         self.assertLessEqual(len(self.lists), elapsed / self.MAX_SLEEP + 1,
                              'batched polls in %.1f s' % elapsed)
@@ -230,7 +221,7 @@ class BatchedPollTest(test_instance_lease.InstanceLeaseTest):
         self.useFixture(fixtures.MonkeyPatch(
             'nova_lease.periodic.engine.server_changed',
             lambda server_id=None: None))
-        elapsed = self._burst()
+        elapsed = self._burst('polled', timeout=60)
         self.assertFalse(self.engine.notices_flow)
         self.assertLess(elapsed, 3 * self.MAX_SLEEP)
         self.assertGreaterEqual(len(self.lists), 1)
