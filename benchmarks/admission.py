@@ -250,7 +250,7 @@ class AdmissionBench(base.LeaseFunctionalBase):
             raise RuntimeError(reason)
         self.lease_db_url = backend.create()
         self.addCleanup(backend.drop, self.lease_db_url)
-        self.flags(connection=self.lease_db_url, group='nova_lease')
+        self.flags(connection=self.lease_db_url, group='nova_lease_database')
         migration.upgrade(self.lease_db_url)
         self.addCleanup(db_api.reset_databases)
         self.addCleanup(admission.reset)

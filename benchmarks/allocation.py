@@ -46,6 +46,7 @@ import sqlalchemy as sa
 
 from nova_lease.db import api as db_api
 from nova_lease.db import migration
+from nova_lease.db import models
 from nova_lease import hosts
 from nova_lease.periodic import events as lease_events
 
@@ -162,8 +163,8 @@ def run(url, name, n_hosts, n_allocations, repeat, seed):
             gc.disable()
             t0 = time.perf_counter()
             with db.writer() as session:
-                session.execute(sa.update(db_api.HOSTS).where(
-                    db_api.HOSTS.c.id == 1).values(reservable=True))
+                session.execute(sa.update(models.HOSTS).where(
+                    models.HOSTS.c.id == 1).values(reservable=True))
             base.append((time.perf_counter() - t0) * 1000.0)
             gc.enable()
         base.sort()

@@ -257,8 +257,8 @@ def run_scenario(backend, engines, events, rate, late, timeout, seed):
         config = os.path.join(tmp, 'engine.conf')
         with open(config, 'w') as f:
             f.write('[DEFAULT]\nlog_file = %s\n'
-                    '[nova_lease]\nconnection = %s\n'
-                    'resource_plugins = noop\n'
+                    '[nova_lease_database]\nconnection = %s\n'
+                    '[nova_lease]\nresource_plugins = noop\n'
                     '[nova_lease_noop]\nrecord_file = %s\n'
                     % (os.path.join(tmp, 'engine.log'), url, records))
         env = dict(os.environ, OS_NOVA_DISABLE_EVENTLET_PATCHING='1',

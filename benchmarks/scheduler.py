@@ -102,6 +102,7 @@ import sqlalchemy as sa  # noqa: E402
 from nova_lease import conf as lease_conf  # noqa: E402
 from nova_lease.db import api as db_api  # noqa: E402
 from nova_lease.db import migration  # noqa: E402
+from nova_lease.db import models  # noqa: E402
 from nova_lease.scheduler import filters as lease_filters  # noqa: E402
 from nova_lease.scheduler import snapshot  # noqa: E402
 from nova_lease.scheduler import view  # noqa: E402
@@ -295,10 +296,10 @@ def _fill_database(url, n, hosts, rng):
     migration.create_schema(url)
     engine = sa.create_engine(url)
     with engine.begin() as conn:
-        for table, rows in ((db_api.LEASES, leases),
-                            (db_api.RESERVATIONS, reservations),
-                            (db_api.ALLOCATIONS, allocations),
-                            (db_api.HOSTS, registry)):
+        for table, rows in ((models.LEASES, leases),
+                            (models.RESERVATIONS, reservations),
+                            (models.ALLOCATIONS, allocations),
+                            (models.HOSTS, registry)):
             for i in range(0, len(rows), 20000):
                 conn.execute(sa.insert(table), rows[i:i + 20000])
     engine.dispose()
@@ -391,7 +392,7 @@ def run(n, repeat, hosts=HOSTS, db_dir=None, rng_seed=SEED):
     if db_dir is None:
         tmp = db_dir = tempfile.mkdtemp(prefix='nova_lease_bench_')
     url, layout, fill_s = _database(db_dir, n, hosts, rng_seed)
-    CONF.set_override('connection', url, group='nova_lease')
+    CONF.set_override('connection', url, group='nova_lease_database')
     CONF.set_override('freepool_aggregate', FREEPOOL, group='nova_lease')
     CONF.set_override('scheduler_snapshot_ttl', 3600, group='nova_lease')
     others = [_name(k) for k in range(hosts)

@@ -56,11 +56,12 @@ class Forbidden(NovaLeaseException):
 
 
 class DatabaseNotConfigured(NovaLeaseException):
-    """``[nova_lease] connection`` is empty: refuse to start."""
+    """``[nova_lease_database] connection`` is empty: refuse to start."""
 
-    msg_fmt = ('[nova_lease] connection is not set. nova-api, '
+    msg_fmt = ('[nova_lease_database] connection is not set. nova-api, '
                'nova-scheduler and nova-lease-engine must all use the same '
-               'side database: set [nova_lease] connection in nova.conf to '
+               'side database: set [nova_lease_database] connection in '
+               'nova.conf to '
                'its SQLAlchemy URL (e.g. mysql+pymysql://nova_lease:PASSWORD'
                '@DBHOST/nova_lease or postgresql+psycopg2://nova_lease:'
                'PASSWORD@DBHOST/nova_lease) and run nova-lease-manage db '

@@ -689,8 +689,7 @@ def create_host_lease(db, lease_values, requests, events,
     start, end = lease_values['start_date'], lease_values['end_date']
     stop = booked_end(end, cleaning_minutes)
     window = _window_text(start, end, cleaning_minutes)
-    # A Core connection: the ORM Session adds nothing here but cost.
-    with db.connection(writer=True) as session:
+    with db.writer() as session:
         picks = _allocate(session, requests, start, stop, window, ())
         reservations = []
         for (field, request), (_f, chosen) in zip(requests, picks):

@@ -13,8 +13,8 @@
 
 Every process of nova_lease checks its side database when it starts:
 
-* ``[nova_lease] connection`` must be set (no implicit per-host SQLite
-  file): :class:`nova_lease.exception.DatabaseNotConfigured` otherwise;
+* ``[nova_lease_database] connection`` must be set (no implicit per-host
+  SQLite file): :class:`nova_lease.exception.DatabaseNotConfigured` otherwise;
 * the database must have an identity row (made by ``nova-lease-manage db
   sync``): :class:`nova_lease.exception.DatabaseNotReady` otherwise;
 * the process logs the database (URL without password) and its identity,
@@ -69,7 +69,7 @@ def check_database(conf, db=None):
     """Check the side database of ``conf`` (or ``db``); return (db,
     identity).
 
-    :raises DatabaseNotConfigured: [nova_lease] connection is empty.
+    :raises DatabaseNotConfigured: [nova_lease_database] connection is empty.
     :raises DatabaseNotReady: the database has no identity (no schema, or
         one older than this code).
     :raises oslo_db.exception.DBConnectionError: it cannot be reached.

@@ -23,8 +23,8 @@ them. Several processes may run at once against MySQL/MariaDB or
 PostgreSQL.
 
 It refuses to start (exit code 1, the reason on standard error and in the
-log) when ``[nova_lease] connection`` is empty, when the database cannot
-be reached or has no schema (``nova-lease-manage db sync``), or when
+log) when ``[nova_lease_database] connection`` is empty, when the database
+cannot be reached or has no schema (``nova-lease-manage db sync``), or when
 options contradict each other (``engine_claim_timeout`` not above
 ``plugin_call_timeout``, ...). Once started, it logs the database and its
 identity and registers in it (``nova-lease-manage process list``).

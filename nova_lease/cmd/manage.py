@@ -20,7 +20,8 @@
 It reads nova.conf like nova-manage does: without --config-file, the
 standard locations of project "nova" (~/.nova/nova.conf, ~/nova.conf,
 /etc/nova/nova.conf, /etc/nova.conf and their nova.conf.d directories).
-``[nova_lease] connection`` must be set (there is no implicit database).
+``[nova_lease_database] connection`` must be set (there is no implicit
+database).
 
 Exit codes: 0 success, 1 configuration or database error (no connection
 set, unreachable, unknown revision, ...), 2 bad command line. ``audit``:
@@ -65,7 +66,8 @@ class DbCommands(object):
 
     def db_sync(self):
         migration.upgrade(self.url, revision=self.conf.command.revision)
-        db = db_api.Database(self.url)
+        db = db_api.Database(self.url,
+                             **lease_conf.database_options(self.conf))
         try:
             identity = db_api.database_identity(db)
         except (db_exc.DBError, sqlalchemy.exc.SQLAlchemyError):
@@ -94,7 +96,8 @@ class ProcessCommands(object):
         self.conf = conf
 
     def process_list(self):
-        db = db_api.Database(lease_conf.connection_url(self.conf))
+        db = db_api.Database(lease_conf.connection_url(self.conf),
+                             **lease_conf.database_options(self.conf))
         try:
             db, identity = registration.check_database(self.conf, db)
             rows = db_api.process_list(db)

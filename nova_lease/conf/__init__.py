@@ -23,11 +23,12 @@ import os
 from oslo_config import cfg
 
 from nova_lease.conf import auth
+from nova_lease.conf import database
 from nova_lease.conf import enforcement
 from nova_lease.conf import lease
 from nova_lease import exception
 
-_MODULES = (lease, auth, enforcement)
+_MODULES = (lease, database, auth, enforcement)
 
 
 def register_opts(conf):
@@ -47,15 +48,25 @@ def list_opts():
 def connection_url(conf):
     """Return the side database URL for conf.
 
-    :raises nova_lease.exception.DatabaseNotConfigured: [nova_lease]
-        connection is empty. There is no implicit default: nova-api,
-        nova-scheduler and nova-lease-engine would each open a database of
-        their own. A single-host SQLite file is an explicit sqlite:/// URL.
+    :raises nova_lease.exception.DatabaseNotConfigured:
+        [nova_lease_database] connection is empty. There is no implicit
+        default: nova-api, nova-scheduler and nova-lease-engine would each
+        open a database of their own. A single-host SQLite file is an
+        explicit sqlite:/// URL.
     """
-    url = (conf.nova_lease.connection or '').strip()
+    url = (conf.nova_lease_database.connection or '').strip()
     if not url:
         raise exception.DatabaseNotConfigured()
     return url
+
+
+def database_options(conf):
+    """The oslo.db options of ``[nova_lease_database]`` but connection,
+    as nova_lease.db.transaction.Database takes them.
+    """
+    group = conf.nova_lease_database
+    return {opt.dest: group[opt.dest] for opt in database.DATABASE_OPTS
+            if opt.dest != 'connection'}
 
 
 def _nova_pybasedir():

@@ -35,30 +35,6 @@ DURATION_HELP = ('A duration is a number of seconds, or a number followed by '
                  '"m" (minutes), "h" (hours) or "d" (days), e.g. "90m".')
 
 LEASE_OPTS = [
-    cfg.StrOpt('connection',
-               default='',
-               secret=True,
-               help="""
-SQLAlchemy URL of the nova_lease side database.
-
-nova-api (the paste filter), nova-scheduler (LeaseFilter, LeaseWeigher) and
-nova-lease-engine must all use the same database: each of them refuses to
-start while this is empty, and logs the identity of the database it uses
-(created by nova-lease-manage db sync) when it starts.
-
-Possible values:
-
-* An SQLAlchemy URL, e.g. mysql+pymysql://nova_lease:PASS@db/nova_lease
-  or postgresql+psycopg2://nova_lease:PASS@db/nova_lease.
-* An explicit SQLite file, e.g. sqlite:////var/lib/nova/nova_lease.sqlite,
-  for a single all-in-one host only (every process must run on it).
-* Empty (the default): an error.
-
-Related options:
-
-* Run nova-lease-manage db sync after changing it;
-  nova-lease-manage process list shows which processes use the database.
-"""),
     cfg.StrOpt('freepool_aggregate',
                default='freepool',
                help="""
@@ -397,8 +373,9 @@ nova-scheduler service Nova reports up has registered in this side
 database.
 
 A nova-scheduler that is up but never registered here does not run
-LeaseFilter against this database (another [nova_lease] connection, or
-the filter is not enabled): the engine logs a warning naming its host.
+LeaseFilter against this database (another [nova_lease_database]
+connection, or the filter is not enabled): the engine logs a warning naming
+its host.
 (nova-api services are not listed by Nova's compute API and cannot be
 checked this way; see nova-lease-manage process list.) The check needs a
 resource plugin that calls the compute API (virtual:instance or

@@ -1006,8 +1006,8 @@ class Engine(object):
 
         Nova reports them up (compute API, os-services), but no process
         row of theirs is in this side database: they schedule without
-        LeaseFilter, or with another [nova_lease] connection. Returns the
-        warnings logged.
+        LeaseFilter, or with another [nova_lease_database] connection.
+        Returns the warnings logged.
         """
         client = self._compute_client()
         if client is None:
@@ -1023,7 +1023,7 @@ class Engine(object):
             message = (
                 '%s on host %s is up but has never registered in this lease '
                 'database (%s, identity %s): it does not run LeaseFilter '
-                'against it. Check its [nova_lease] connection and '
+                'against it. Check its [nova_lease_database] connection and '
                 '[filter_scheduler] enabled_filters, and compare with '
                 'nova-lease-manage process list'
                 % (registration.SCHEDULER, host,

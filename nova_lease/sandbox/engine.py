@@ -16,8 +16,8 @@ The sandbox runs the engine as production does: the installed
 configuration file (:func:`write_engine_conf`, ``<state>/nova/
 nova-lease-engine.conf``). It reaches the sandbox's nova-api through
 Keystone as the ``nova`` service user (``[nova_lease_auth]``) and shares
-only the side database (``[nova_lease] connection``) with nova-api and
-nova-scheduler.
+only the side database (``[nova_lease_database] connection``) with
+nova-api and nova-scheduler.
 
 :class:`EngineProcess` starts it once Nova is up, waits until its loop
 runs (the ``Lease engine <id> started`` line of its log), writes its pid
@@ -120,9 +120,11 @@ def write_engine_conf(path, log_file, connection, auth, debug=False):
         'debug = %s' % bool(debug),
         'log_file = %s' % log_file,
         '',
-        '[nova_lease]',
+        '[nova_lease_database]',
         '# The side database of nova-api and nova-scheduler (nova.conf).',
         'connection = %s' % connection,
+        '',
+        '[nova_lease]',
         '# Nova sends its versioned notifications on the fake:// transport',
         '# inside the sandbox process: they cannot reach this process, and',
         '# no [oslo_messaging_notifications] driver is set here. The compute',

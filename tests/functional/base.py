@@ -128,7 +128,7 @@ class LeaseFunctionalBase(integrated_helpers._IntegratedTestBase):
       (``auth_url``, ``compute_url``, ``session(user)``);
     * ``clock``: the :class:`~tests.functional.fixtures.ClockFixture`;
     * ``paste_ini``: the :class:`~tests.functional.fixtures.GeneratedPasteIni`;
-    * ``lease_db_url``: this test's ``[nova_lease] connection``;
+    * ``lease_db_url``: this test's ``[nova_lease_database] connection``;
     * ``computes``: {host: nova.service.Service}, from :attr:`COMPUTES`;
     * ``image_id``: a bootable image of the GlanceFixture.
     """
@@ -195,7 +195,7 @@ class LeaseFunctionalBase(integrated_helpers._IntegratedTestBase):
         tmp = self.useFixture(fixtures.TempDir()).path
         self.lease_db_url = 'sqlite:///%s' % os.path.join(
             tmp, 'nova_lease.sqlite')
-        self.flags(connection=self.lease_db_url, group='nova_lease')
+        self.flags(connection=self.lease_db_url, group='nova_lease_database')
         # novaclient keeps a name/uuid completion cache under $HOME.
         self.useFixture(fixtures.EnvironmentVariable(
             'NOVACLIENT_UUID_CACHE_DIR', os.path.join(tmp, 'novaclient')))
@@ -366,14 +366,15 @@ class LeaseFunctionalBase(integrated_helpers._IntegratedTestBase):
     def engine_conf(self, **options):
         """The engine's ConfigOpts, as nova-lease-engine builds it.
 
-        Writes a config file with [nova_lease] ``options`` (``connection``
-        defaults to this test's side database) and a [nova_lease_auth]
+        Writes a config file with [nova_lease] ``options``, the
+        [nova_lease_database] ``connection`` (by default this test's side
+        database) and a [nova_lease_auth]
         service user (the admin) for the in-process compute API, and parses
         it with the engine's own parser.
         """
         from nova_lease.cmd import engine as engine_cmd
 
-        options.setdefault('connection', self.lease_db_url)
+        connection = options.pop('connection', self.lease_db_url)
         path = os.path.join(
             os.path.dirname(self.lease_db_url[len('sqlite:///'):]),
             'engine.conf')
@@ -381,6 +382,7 @@ class LeaseFunctionalBase(integrated_helpers._IntegratedTestBase):
             f.write('[nova_lease]\n')
             for key, value in options.items():
                 f.write('%s = %s\n' % (key, value))
+            f.write('[nova_lease_database]\nconnection = %s\n' % connection)
             f.write('[nova_lease_auth]\n'
                     'auth_type = password\n'
                     'auth_url = %s\n'

@@ -21,11 +21,13 @@ import datetime
 import random
 
 from oslo_config import cfg
+from oslo_db import exception as db_exc
 from oslo_utils import timeutils
 
 from nova_lease import calendar
 from nova_lease import conf as lease_conf
 from nova_lease.db import api
+from nova_lease.db import models
 from nova_lease.scheduler import admission
 from nova_lease.scheduler import snapshot
 from nova_lease.scheduler import view
@@ -118,7 +120,7 @@ class _AdmissionTests(object):
                     return 'admitted'
                 except admission.NoCapacity:
                     return 'conflict'
-                except api.db_exc.DBDeadlock:
+                except db_exc.DBDeadlock:
                     continue  # what the caller's retry decorator does
             return 'deadlocked 20 times'
 
@@ -160,19 +162,19 @@ class _AdmissionTests(object):
         late = [r for r in rows if r['id'] != max(r['id'] for r in rows)][-1]
         with self.db.writer() as session:
             journal = session.execute(
-                api.LEASE_CHANGES.select().where(
-                    api.LEASE_CHANGES.c.reservation_id ==
+                models.LEASE_CHANGES.select().where(
+                    models.LEASE_CHANGES.c.reservation_id ==
                     late['reservation_id'])).mappings().one()
-            session.execute(api.LEASE_CHANGES.delete().where(
-                api.LEASE_CHANGES.c.id == journal['id']))
-            session.execute(api.ALLOCATIONS.delete().where(
-                api.ALLOCATIONS.c.id == late['id']))
+            session.execute(models.LEASE_CHANGES.delete().where(
+                models.LEASE_CHANGES.c.id == journal['id']))
+            session.execute(models.ALLOCATIONS.delete().where(
+                models.ALLOCATIONS.c.id == late['id']))
         cache = snapshot.SnapshotCache()
         before = cache.get(self.db, NOW, ttl=3600, wait=60)
         self.assertEqual(2, len(before.items))
         with self.db.writer() as session:
-            session.execute(api.ALLOCATIONS.insert().values(**late))
-            session.execute(api.LEASE_CHANGES.insert().values(**journal))
+            session.execute(models.ALLOCATIONS.insert().values(**late))
+            session.execute(models.LEASE_CHANGES.insert().values(**journal))
         after = cache.get(self.db, NOW, ttl=3600)
         self.assertEqual(3, len(after.items))
 
@@ -205,7 +207,8 @@ class _AdmissionTests(object):
             {k: sorted(v) for k, v in updated.host_items.items() if v})
 
     def test_lookups(self):
-        self.conf.set_override('connection', self.url, group='nova_lease')
+        self.conf.set_override('connection', self.url,
+                               group='nova_lease_database')
         lease = api.lease_create(self.db, {
             'name': 'h', 'project_id': 'p', 'start_date': NOW - HOUR,
             'end_date': NOW + HOUR, 'status': 'ACTIVE'}, reservations=[{

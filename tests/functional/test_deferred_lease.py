@@ -26,6 +26,7 @@ import datetime
 import fixtures
 from nova.tests.functional.api import client as api_client
 from novaclient import exceptions as nova_exc
+from oslo_db import exception as db_exc
 from oslo_serialization import jsonutils
 
 from nova_lease.db import api as db_api
@@ -163,7 +164,7 @@ class TestCreatedAtStart(DeferredLeaseTest):
         def lose_once(*args, **kwargs):
             calls.append(args)
             if len(calls) == 1:
-                raise db_api.db_exc.DBConnectionError('link lost')
+                raise db_exc.DBConnectionError('link lost')
             return original(*args, **kwargs)
 
         self.useFixture(fixtures.MockPatchObject(
@@ -193,7 +194,7 @@ class TestCreatedAtStart(DeferredLeaseTest):
         alias = self._book(T + HOUR, T + 2 * HOUR)['id']
         self.useFixture(fixtures.MockPatchObject(
             db_api, 'reservations_link',
-            side_effect=db_api.db_exc.DBConnectionError('link lost')))
+            side_effect=db_exc.DBConnectionError('link lost')))
         self.clock.advance_to(T + HOUR)
         self.engine.process_due()
         self.assertEqual('PENDING', self._lease_of(alias)['status'])

@@ -35,9 +35,14 @@ ENGINE_BIN = os.path.join(os.path.dirname(sys.executable),
 
 def write_config(path, nova_lease=None, noop=None, default=None,
                  extra=None):
-    """Write an engine config file with these [section] options."""
+    """Write an engine config file with these [section] options
+    (``connection`` in ``nova_lease`` goes to [nova_lease_database]).
+    """
+    nova_lease = dict(nova_lease or {})
+    database = ({'connection': nova_lease.pop('connection')}
+                if 'connection' in nova_lease else None)
     sections = (('DEFAULT', default), ('nova_lease', nova_lease),
-                ('nova_lease_noop', noop))
+                ('nova_lease_database', database), ('nova_lease_noop', noop))
     with open(path, 'w') as f:
         for name, options in sections + tuple((extra or {}).items()):
             if not options:

@@ -18,6 +18,7 @@ from unittest import mock
 
 from nova.compute import api as nova_compute_api
 from nova import exception as nova_exception
+from oslo_db import exception as db_exc
 from oslo_serialization import jsonutils
 
 from nova_lease.db import api as db_api
@@ -350,7 +351,7 @@ class TestNothingOrphaned(LeaseApiBase):
     def test_recording_after_create_fails(self):
         self.useFixture(base.fixtures.MockPatchObject(
             leases, 'link_instances',
-            side_effect=db_api.db_exc.DBConnectionError('db gone')))
+            side_effect=db_exc.DBConnectionError('db gone')))
         for extra in ({}, {'min_count': 2}):
             resp = self._post({'reserved': 'True', 'lease_params':
                                self._params(duration='1h')}, status=500,

@@ -196,7 +196,7 @@ class InputPostgreSQLTest(_InputTests, base.LeaseFunctionalBase):
         db_fixtures.require(self, backend)
         self.lease_db_url = self.useFixture(
             db_fixtures.Database(backend)).url
-        self.flags(connection=self.lease_db_url, group='nova_lease')
+        self.flags(connection=self.lease_db_url, group='nova_lease_database')
         self.addCleanup(db_api.reset_databases)
 
     def _fail_in_database(self, table, when):

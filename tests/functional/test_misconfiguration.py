@@ -69,7 +69,7 @@ class CommandsTest(oslotest_base.BaseTestCase):
                     self.tmp)
 
     def _assert_names_connection(self, text):
-        self.assertIn('[nova_lease] connection is not set', text)
+        self.assertIn('[nova_lease_database] connection is not set', text)
         self.assertIn('nova-api, nova-scheduler and nova-lease-engine',
                       text)
         self.assertIn('sqlite:///', text)     # how to opt in explicitly
@@ -150,22 +150,25 @@ class NovaProcessesTest(base.LeaseFunctionalBase):
         return host_manager.HostManager()
 
     def test_paste_filter_refuses_empty_connection(self):
-        self.flags(connection='', group='nova_lease')
+        self.flags(connection='', group='nova_lease_database')
         factory = self._paste_filter()
         error = self.assertRaises(exception.DatabaseNotConfigured, factory,
                                   lambda environ, start_response: [])
-        self.assertIn('[nova_lease] connection is not set', str(error))
+        self.assertIn('[nova_lease_database] connection is not set',
+                      str(error))
 
     def test_scheduler_refuses_empty_connection(self):
-        self.flags(connection='', group='nova_lease')
+        self.flags(connection='', group='nova_lease_database')
         error = self.assertRaises(exception.DatabaseNotConfigured,
                                   self._host_manager)
-        self.assertIn('[nova_lease] connection is not set', str(error))
+        self.assertIn('[nova_lease_database] connection is not set',
+                      str(error))
 
     def test_scheduler_refuses_a_database_without_schema(self):
         path = os.path.join(self.useFixture(fixtures.TempDir()).path,
                             'other.sqlite')
-        self.flags(connection='sqlite:///%s' % path, group='nova_lease')
+        self.flags(connection='sqlite:///%s' % path,
+                   group='nova_lease_database')
         error = self.assertRaises(exception.DatabaseNotReady,
                                   self._host_manager)
         self.assertIn('nova-lease-manage db sync', str(error))

@@ -373,7 +373,7 @@ class SandboxEngineTest(testtools.TestCase):
         self.assertIn('--config-file %s' % conf_path, command)
         engine_conf = configparser.ConfigParser(interpolation=None)
         engine_conf.read(conf_path)
-        self.assertTrue(engine_conf['nova_lease']['connection'])
+        self.assertTrue(engine_conf['nova_lease_database']['connection'])
         size = os.path.getsize(log)
 
         # The admin registers host3 before anything runs on it; the user

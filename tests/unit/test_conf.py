@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 
+import fixtures
 from oslo_config import cfg
 import testtools
 
@@ -37,13 +38,20 @@ class ConfTest(testtools.TestCase):
                                 '%s.%s has no help' % (group, opt.name))
         names = [o.name for g, opts in lease_conf.list_opts()
                  if str(g) == 'nova_lease' for o in opts]
-        for wanted in ('connection', 'freepool_aggregate', 'cleaning_time',
+        for wanted in ('freepool_aggregate', 'cleaning_time',
                        'minutes_before_end_lease', 'default_lease',
                        'default_lease_duration', 'max_lease_duration',
                        'on_end', 'max_retries', 'retry_interval',
                        'engine_claim_timeout', 'resource_plugins',
                        'weigher_multiplier'):
             self.assertIn(wanted, names)
+        database = [o.name for g, opts in lease_conf.list_opts()
+                    if str(g) == 'nova_lease_database' for o in opts]
+        for wanted in ('connection', 'connection_parameters',
+                       'max_pool_size', 'max_overflow', 'pool_timeout',
+                       'connection_recycle_time', 'mysql_sql_mode',
+                       'max_retries', 'retry_interval'):
+            self.assertIn(wanted, database)
 
     def test_defaults(self):
         conf = self._conf()
@@ -60,14 +68,40 @@ class ConfTest(testtools.TestCase):
         conf = self._conf()
         error = self.assertRaises(exception.DatabaseNotConfigured,
                                   lease_conf.connection_url, conf)
-        self.assertIn('[nova_lease] connection is not set', str(error))
+        self.assertIn('[nova_lease_database] connection is not set',
+                      str(error))
         conf.set_override('connection', 'mysql+pymysql://u:p@db/nl',
-                          group='nova_lease')
+                          group='nova_lease_database')
         self.assertEqual('mysql+pymysql://u:p@db/nl',
                          lease_conf.connection_url(conf))
         # A single-host SQLite file is an explicit choice.
         conf.set_override('connection', 'sqlite:////srv/nova/nl.sqlite',
-                          group='nova_lease')
+                          group='nova_lease_database')
+        self.assertEqual('sqlite:////srv/nova/nl.sqlite',
+                         lease_conf.connection_url(conf))
+
+    def test_database_options_from_nova_conf(self):
+        path = self.useFixture(fixtures.TempDir()).path + '/nova.conf'
+        with open(path, 'w') as f:
+            f.write('[nova_lease_database]\n'
+                    'connection = mysql+pymysql://u:p@db/nl\n'
+                    'max_pool_size = 20\n'
+                    'connection_recycle_time = 600\n')
+        conf = self._conf(['--config-file', path])
+        self.assertEqual('mysql+pymysql://u:p@db/nl',
+                         lease_conf.connection_url(conf))
+        options = lease_conf.database_options(conf)
+        self.assertEqual(20, options['max_pool_size'])
+        self.assertEqual(600, options['connection_recycle_time'])
+        self.assertEqual(50, options['max_overflow'])
+        self.assertNotIn('connection', options)
+
+    def test_connection_under_its_former_name_is_still_read(self):
+        path = self.useFixture(fixtures.TempDir()).path + '/nova.conf'
+        with open(path, 'w') as f:
+            f.write('[nova_lease]\n'
+                    'connection = sqlite:////srv/nova/nl.sqlite\n')
+        conf = self._conf(['--config-file', path])
         self.assertEqual('sqlite:////srv/nova/nl.sqlite',
                          lease_conf.connection_url(conf))
 

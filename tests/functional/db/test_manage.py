@@ -66,7 +66,7 @@ class ManageSQLiteTest(_ManageTests, base.BackendTestCase):
         # No implicit SQLite file under state_path any more.
         code, out, err = self._manage('', 'db', 'sync')
         self.assertEqual(1, code, err)
-        self.assertIn('[nova_lease] connection is not set', err)
+        self.assertIn('[nova_lease_database] connection is not set', err)
         self.assertFalse(os.path.exists(
             os.path.join(self.tmp, 'nova_lease.sqlite')))
 

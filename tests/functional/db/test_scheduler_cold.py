@@ -40,8 +40,8 @@ class _ColdTests(object):
     def setUp(self):
         super().setUp()
         flags = self.useFixture(config_fixture.Config(CONF))
-        flags.config(group='nova_lease', connection=self.url,
-                     freepool_aggregate='freepool')
+        flags.config(group='nova_lease_database', connection=self.url)
+        flags.config(group='nova_lease', freepool_aggregate='freepool')
         timeutils.set_time_override(NOW)
         self.addCleanup(timeutils.clear_time_override)
         view._COLD_OVERFLOW.clear()

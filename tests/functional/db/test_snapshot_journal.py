@@ -22,9 +22,12 @@ import threading
 import time
 
 from oslo_utils import timeutils
+import sqlalchemy as sa
 
 from nova_lease import calendar
 from nova_lease.db import api
+from nova_lease.db import changes
+from nova_lease.db import models
 from nova_lease.scheduler import snapshot
 from tests.functional.db import base
 
@@ -237,11 +240,11 @@ class _JournalTests(object):
         timeutils.set_time_override(old)
         self._lease(name='old')
         timeutils.set_time_override(NOW)
-        self.patch(api, 'CHANGE_PRUNE_EVERY', 1)
+        self.patch(changes, 'CHANGE_PRUNE_EVERY', 1)
         self._lease(name='new')
         with self.db.reader() as session:
             times = list(session.execute(
-                api.sa.select(api.LEASE_CHANGES.c.created_at)).scalars())
+                sa.select(models.LEASE_CHANGES.c.created_at)).scalars())
         self.assertEqual([NOW], times)
 
     def test_full_read_equals_the_two_query_read(self):
@@ -404,8 +407,8 @@ class _SQLiteTests(_JournalTests):
         self._lease(name='a')
         first = self._first()
         with self.db.writer() as session:
-            session.execute(api.LEASE_CHANGES.delete())
-            session.execute(api.LEASES.delete())
+            session.execute(models.LEASE_CHANGES.delete())
+            session.execute(models.LEASES.delete())
         others = [self._lease(name='b'), self._lease(name='c')]
         # Nothing it holds can be trusted: no snapshot until the full
         # read (in the background) is there.
@@ -455,8 +458,9 @@ class _ConcurrentTests(_JournalTests):
             thread.join(60)
         self.assertEqual([], errors)
         with self.db.reader() as session:
-            ids = dict(session.execute(api.sa.select(
-                api.LEASE_CHANGES.c.lease_id, api.LEASE_CHANGES.c.id)).all())
+            ids = dict(session.execute(sa.select(
+                models.LEASE_CHANGES.c.lease_id,
+                models.LEASE_CHANGES.c.id)).all())
         # The slow one took the lower id, and committed last.
         self.assertLess(ids[self._slow_lease['id']],
                         ids[fast['id']])

@@ -20,6 +20,7 @@ from oslo_db import exception as db_exc
 
 from nova_lease.db import api
 from nova_lease.db import migration
+from nova_lease.db import transaction
 from tests.functional.db import base
 from tests import threads
 
@@ -70,7 +71,7 @@ class SQLiteTest(base.SQLiteTestCase):
                 'PRAGMA foreign_keys').scalar())
             self.assertEqual('wal', conn.exec_driver_sql(
                 'PRAGMA journal_mode').scalar())
-            self.assertEqual(api.SQLITE_BUSY_TIMEOUT * 1000,
+            self.assertEqual(transaction.SQLITE_BUSY_TIMEOUT * 1000,
                              conn.exec_driver_sql(
                                  'PRAGMA busy_timeout').scalar())
 
@@ -107,7 +108,7 @@ class SQLiteTest(base.SQLiteTestCase):
 
     def test_lock_timeout_is_a_deadlock_error(self):
         self.useFixture(fixtures.MonkeyPatch(
-            'nova_lease.db.api.SQLITE_BUSY_TIMEOUT', 0.1))
+            'nova_lease.db.transaction.SQLITE_BUSY_TIMEOUT', 0.1))
         impatient = api.Database(self.url)
         self.addCleanup(impatient.dispose)
         holder, _ = self._hold_writer()
