@@ -211,7 +211,7 @@ class WakeupBench(test_instance_lease.InstanceLeaseTest):
             self.admin_api.post_server_action(server_id, {'shelve': None})
         self._all_in(ids, 'SHELVED_OFFLOADED')
 
-    def _all_in(self, ids, status, timeout=600):
+    def _all_in(self, ids, status, timeout=1200):
         def done():
             servers = {s['id']: s for s in self.admin_api.get_servers(
                 search_opts={'all_tenants': 1})}
