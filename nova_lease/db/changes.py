@@ -29,7 +29,7 @@ LEASE_CHANGES = models.LEASE_CHANGES
 
 
 #: Journal rows older than this are deleted (by the writers, see
-#: _journal). A snapshot older than half of it is read again in full.
+#: journal). A snapshot older than half of it is read again in full.
 CHANGE_RETENTION = datetime.timedelta(hours=24)
 
 
