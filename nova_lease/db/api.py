@@ -74,11 +74,9 @@ ReservationExists = common.ReservationExists
 EventExists = common.EventExists
 HostExists = common.HostExists
 InvalidField = common.InvalidField
-_written = common._written
 
 # Leases.
 lease_create = leases.lease_create
-_lease_get = leases._lease_get
 lease_get = leases.lease_get
 lease_list = leases.lease_list
 lease_update = leases.lease_update
@@ -86,13 +84,10 @@ lease_destroy = leases.lease_destroy
 
 # Reservations and boot requests.
 reservation_create = reservations.reservation_create
-_reservation_get = reservations._reservation_get
 reservation_get = reservations.reservation_get
 reservation_list = reservations.reservation_list
 reservation_update = reservations.reservation_update
 reservation_destroy = reservations.reservation_destroy
-_LINK_RESERVATION = reservations._LINK_RESERVATION
-_RELEASE_EVENT = reservations._RELEASE_EVENT
 reservations_link = reservations.reservations_link
 boot_requests_create = reservations.boot_requests_create
 boot_request_get = reservations.boot_request_get
@@ -100,7 +95,6 @@ reservation_lease_ids = reservations.reservation_lease_ids
 
 # Events.
 event_create = events.event_create
-_event_get = events._event_get
 event_get = events.event_get
 event_list = events.event_list
 event_next_time = events.event_next_time
@@ -109,8 +103,6 @@ event_destroy = events.event_destroy
 
 # Host allocations.
 allocation_create = allocations.allocation_create
-_allocation_get = allocations._allocation_get
-_allocation_reservation = allocations._allocation_reservation
 allocation_list = allocations.allocation_list
 allocation_busy = allocations.allocation_busy
 allocation_update = allocations.allocation_update
@@ -120,13 +112,7 @@ allocation_destroy_by_reservation = (
 allocation_cut = allocations.allocation_cut
 
 # The host registry.
-_host_id = hosts._host_id
-_with_capabilities = hosts._with_capabilities
-_capability_value = hosts._capability_value
-_set_capabilities = hosts._set_capabilities
-_host_get = hosts._host_get
 HOSTS_GENERATION = hosts.HOSTS_GENERATION
-_bump_generation = hosts._bump_generation
 host_fingerprint = hosts.host_fingerprint
 host_create = hosts.host_create
 host_get = hosts.host_get
@@ -141,57 +127,28 @@ lock_hosts = locks.lock_hosts
 
 # The change journal.
 CHANGE_RETENTION = changes.CHANGE_RETENTION
-CHANGE_PRUNE_EVERY = changes.CHANGE_PRUNE_EVERY
-_journal_count = changes._journal_count
-_journal_lock = changes._journal_lock
-_journal_prune_due = changes._journal_prune_due
 change_prune = changes.change_prune
-_CHANGE_TOP = changes._CHANGE_TOP
-_CHANGE_PROBE = changes._CHANGE_PROBE
-_CHANGE_ROWS = changes._CHANGE_ROWS
 change_probe = changes.change_probe
 change_rows = changes.change_rows
 
 # Capacity reads.
-_live = capacity._live
 live_allocation_rows = capacity.live_allocation_rows
 live_reservation_rows = capacity.live_reservation_rows
-_SPAN_MARGIN = capacity._SPAN_MARGIN
 span_lookback = capacity.span_lookback
-_window_statement = capacity._window_statement
-_WINDOW = capacity._WINDOW
-_EPOCH = capacity._EPOCH
-_from_micros = capacity._from_micros
 window_allocation_rows = capacity.window_allocation_rows
 linked_instance_rows = capacity.linked_instance_rows
 registered_hostnames = capacity.registered_hostnames
 project_live_lease_count = capacity.project_live_lease_count
 project_instance_rows = capacity.project_instance_rows
 project_host_rows = capacity.project_host_rows
-_live_changed_statement = capacity._live_changed_statement
-_LIVE_CHANGED = capacity._LIVE_CHANGED
 live_reservations_with_allocations = (
     capacity.live_reservations_with_allocations)
-_live_joined_statement = capacity._live_joined_statement
-_LIVE_JOINED = capacity._LIVE_JOINED
 live_reservation_allocation_rows = capacity.live_reservation_allocation_rows
 
 # The engine's claims.
 EVENT_LIFECYCLE_ORDER = claims.EVENT_LIFECYCLE_ORDER
-_UNFINISHED = claims._UNFINISHED
-_START_LEASE = claims._START_LEASE
-_END_LEASE = claims._END_LEASE
-_PAGES = claims._PAGES
-_lifecycle_rank = claims._lifecycle_rank
 END_LOOKBACK = claims.END_LOOKBACK
-_ends_in_the_way = claims._ends_in_the_way
-_drop_blocked = claims._drop_blocked
-_CLAIM_KEYS = claims._CLAIM_KEYS
-_claimable = claims._claimable
-_datetime = claims._datetime
-_leases_with_reservations = claims._leases_with_reservations
 engine_claim_events = claims.engine_claim_events
-_still_claimed = claims._still_claimed
 engine_complete_events = claims.engine_complete_events
 engine_refresh_claims = claims.engine_refresh_claims
 engine_release_events = claims.engine_release_events
@@ -199,7 +156,6 @@ engine_recover_events = claims.engine_recover_events
 engine_next_event_time = claims.engine_next_event_time
 engine_claims_held = claims.engine_claims_held
 engine_claim_held = claims.engine_claim_held
-_PROBE = claims._PROBE
 engine_probe = claims.engine_probe
 
 # Processes and the database identity.

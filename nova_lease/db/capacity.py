@@ -286,10 +286,14 @@ def project_host_rows(db, project_id, now, dead_reservations, dead_leases,
         return [tuple(row) for row in session.execute(stmt)]
 
 
-def _live_changed_statement():
+def _live_joined_statement(changed):
+    """Live reservations, their lease and their allocations not ended at
+    ``now``; with ``changed``, only reservations ``ids`` and those of
+    leases ``lease_ids``.
+    """
     res, alloc = RESERVATIONS, ALLOCATIONS
     now = sa.bindparam('now')
-    return (
+    stmt = (
         sa.select(res.c.id, res.c.resource_type, res.c.resource_id,
                   res.c.properties, LEASES.c.id, LEASES.c.project_id,
                   LEASES.c.start_date, LEASES.c.end_date, LEASES.c.status,
@@ -302,13 +306,16 @@ def _live_changed_statement():
                                                 expanding=True)),
                LEASES.c.status.not_in(sa.bindparam('dead_leases',
                                                    expanding=True)),
-               LEASES.c.end_date > now,
-               sa.or_(res.c.id.in_(sa.bindparam('ids', expanding=True)),
-                      res.c.lease_id.in_(sa.bindparam('lease_ids',
-                                                      expanding=True)))))
+               LEASES.c.end_date > now))
+    if changed:
+        stmt = stmt.where(sa.or_(
+            res.c.id.in_(sa.bindparam('ids', expanding=True)),
+            res.c.lease_id.in_(sa.bindparam('lease_ids', expanding=True))))
+    return stmt
 
 
-_LIVE_CHANGED = _live_changed_statement()
+_LIVE_JOINED = _live_joined_statement(changed=False)
+_LIVE_CHANGED = _live_joined_statement(changed=True)
 
 
 def live_reservations_with_allocations(db, now, dead_reservations,
@@ -332,28 +339,6 @@ def live_reservations_with_allocations(db, now, dead_reservations,
                 alloc = (row[9], row[0]) + row[10:]
             out.append((row[:9], alloc))
         return out
-
-
-def _live_joined_statement():
-    res, alloc = RESERVATIONS, ALLOCATIONS
-    now = sa.bindparam('now')
-    return (
-        sa.select(res.c.id, res.c.resource_type, res.c.resource_id,
-                  res.c.properties, LEASES.c.id, LEASES.c.project_id,
-                  LEASES.c.start_date, LEASES.c.end_date, LEASES.c.status,
-                  alloc.c.id, alloc.c.host, alloc.c.start_date,
-                  alloc.c.end_date, alloc.c.vcpus, alloc.c.memory_mb,
-                  alloc.c.disk_gb, alloc.c.whole_host)
-        .select_from(res.join(LEASES).outerjoin(alloc, sa.and_(
-            alloc.c.reservation_id == res.c.id, alloc.c.end_date > now)))
-        .where(res.c.status.not_in(sa.bindparam('dead_reservations',
-                                                expanding=True)),
-               LEASES.c.status.not_in(sa.bindparam('dead_leases',
-                                                   expanding=True)),
-               LEASES.c.end_date > now))
-
-
-_LIVE_JOINED = _live_joined_statement()
 
 
 def live_reservation_allocation_rows(db, now, dead_reservations,
