@@ -120,7 +120,7 @@ def check(conf):
         return str(e)
     except (db_exc.DBError, sa_exc.SQLAlchemyError) as e:
         return ('cannot use the nova_lease database %s: %s'
-                % (registration.safe_url(conf.nova_lease.connection),
+                % (registration.safe_url(lease_conf.connection_url(conf)),
                    getattr(e, 'inner_exception', None) or e))
     return None
 

@@ -94,6 +94,17 @@ class CommandsTest(oslotest_base.BaseTestCase):
         self.assertEqual(1, proc.returncode, proc.stdout + proc.stderr)
         self.assertIn('nova-lease-manage db sync', proc.stdout + proc.stderr)
 
+    def test_engine_refuses_an_unreachable_database(self):
+        # Nothing listens on port 1: the connection is refused at once.
+        url = 'mysql+pymysql://nova_lease:secret@127.0.0.1:1/nova_lease'
+        proc = self._engine(self._config(connection=url))
+        self.assertEqual(1, proc.returncode, proc.stdout + proc.stderr)
+        out = proc.stdout + proc.stderr
+        self.assertIn('cannot use the nova_lease database '
+                      'mysql+pymysql://nova_lease:***@127.0.0.1:1/'
+                      'nova_lease', out)
+        self.assertNotIn('secret', out)
+
     def test_engine_refuses_claim_timeout_not_above_call_timeout(self):
         url = 'sqlite:///%s' % os.path.join(self.tmp, 'lease.sqlite')
         migration.upgrade(url)
