@@ -16,6 +16,7 @@ import threading
 import time
 
 from oslo_config import cfg
+from oslo_config import fixture as config_fixture
 from oslo_serialization import jsonutils
 from oslo_utils import timeutils
 from oslo_utils import uuidutils
@@ -836,6 +837,58 @@ class _TransactionTests(object):
             self.assertRaises(api.TransactionError, api.lock_hosts,
                               session, ['h1'])
             self.assertEqual([], api.lease_list(session))
+
+    def test_options_of_the_group_reach_the_pool(self):
+        conf = cfg.ConfigOpts()
+        lease_conf.register_opts(conf)
+        conf([], project='nova', default_config_files=[])
+        flags = self.useFixture(config_fixture.Config(conf))
+        flags.config(group='nova_lease_database', connection=self.url,
+                     max_pool_size=3, max_overflow=7, pool_timeout=9,
+                     connection_recycle_time=120)
+        db = api.get_database(conf)
+        self.assertIs(db, api.get_database(conf))
+        pool = db.engine.pool
+        if self.BACKEND == 'sqlite':
+            # oslo.db: SQLite files use no pool (a connection each time).
+            self.assertEqual('NullPool', type(pool).__name__)
+        else:
+            self.assertEqual(3, pool.size())
+            self.assertEqual(9, pool.timeout())
+
+    def test_a_writer_joins_no_other_transaction(self):
+        # Each reader()/writer() is a transaction of its own (enginefacade's
+        # independent), even inside another one of the same thread.
+        with self.db.writer() as outer:
+            api.lease_create(outer, _lease(name='outer'))
+            if self.BACKEND != 'sqlite':    # (SQLite: one writer at once)
+                with self.db.reader() as inner:
+                    self.assertIsNot(outer, inner)
+                    self.assertEqual([], api.lease_list(inner))
+        self.assertEqual(['outer'],
+                         [x['name'] for x in api.lease_list(self.db)])
+
+    def test_session_settings(self):
+        with self.db.reader() as session:
+            conn = session.connection()
+            if self.BACKEND == 'mysql':
+                self.assertEqual('READ-COMMITTED', conn.exec_driver_sql(
+                    'SELECT @@SESSION.tx_isolation').scalar())
+                self.assertIn('TRADITIONAL', conn.exec_driver_sql(
+                    'SELECT @@SESSION.sql_mode').scalar())
+                self.assertEqual('utf8mb4', conn.exec_driver_sql(
+                    'SELECT @@character_set_client').scalar())
+            elif self.BACKEND == 'postgresql':
+                self.assertEqual('read committed', conn.exec_driver_sql(
+                    'SHOW transaction_isolation').scalar())
+            else:
+                self.assertEqual(1, conn.exec_driver_sql(
+                    'PRAGMA foreign_keys').scalar())
+
+    def test_four_byte_characters_survive(self):
+        lease = api.lease_create(self.db, _lease(name='lab \U0001F680'))
+        self.assertEqual('lab \U0001F680',
+                         api.lease_get(self.db, lease['id'])['name'])
 
     def test_get_database_is_cached_per_url(self):
         db = api.get_database(_conf(self.url))
