@@ -92,7 +92,8 @@ checked out from the pool.
                default=5,
                help="""
 Maximum number of SQL connections to keep open in a pool. Setting a value
-of 0 indicates no limit. (SQLite files use no pool.)
+of 0 indicates no limit. (An SQLite file database keeps this many idle
+connections at most, and opens more when they are all in use.)
 """),
     cfg.IntOpt('max_overflow',
                default=50,

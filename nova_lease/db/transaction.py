@@ -25,6 +25,9 @@ What enginefacade does not do for us, done in :func:`_on_engine_create`:
   to upgrade a read lock; a file database runs in WAL mode, so readers
   and the writer do not block each other; a lock wait that timed out is a
   DBDeadlock (retried by :data:`retry_on_deadlock`).
+* SQLite files: idle connections are kept and reused
+  (:class:`_SQLiteConnections`); oslo.db opens a connection per
+  transaction there, and SQLite reads the whole schema again on each.
 * MySQL/MariaDB: READ COMMITTED (PostgreSQL's default): a statement that
   follows ``lock_hosts()`` sees what the previous lock holder committed,
   and InnoDB takes no gap locks; utf8mb4 unless the URL names a charset.
@@ -32,6 +35,7 @@ What enginefacade does not do for us, done in :func:`_on_engine_create`:
 
 import contextlib
 import os
+import sqlite3
 import threading
 
 from oslo_db import api as oslo_db_api
@@ -61,10 +65,17 @@ def _is_lock_timeout(error):
     return 'database is locked' in str(error)
 
 
-def _on_engine_create(engine, memory, synchronous):
+# Idle connections an SQLite file database keeps when max_pool_size is
+# not set (oslo.db's own default pool size).
+SQLITE_IDLE_CONNECTIONS = 5
+
+
+def _on_engine_create(engine, memory, synchronous, connections):
     backend = engine.dialect.name
     if backend == 'sqlite':
         _setup_sqlite(engine, memory, synchronous)
+        if connections is not None:
+            sa_event.listen(engine, 'do_connect', connections.connect)
     elif backend == 'mysql':
         sa_event.listen(engine, 'connect', _mysql_on_connect)
 
@@ -78,6 +89,8 @@ def _mysql_on_connect(dbapi_con, connection_record):
 def _setup_sqlite(engine, memory, synchronous):
     @sa_event.listens_for(engine, 'connect')
     def _on_connect(dbapi_con, connection_record):
+        if getattr(dbapi_con, 'prepared', False):
+            return  # a kept connection (_SQLiteConnections): set up once
         cursor = dbapi_con.cursor()
         cursor.execute('PRAGMA busy_timeout = %d'
                        % (SQLITE_BUSY_TIMEOUT * 1000))
@@ -87,6 +100,8 @@ def _setup_sqlite(engine, memory, synchronous):
             if synchronous:
                 cursor.execute('PRAGMA synchronous = NORMAL')
         cursor.close()
+        if isinstance(dbapi_con, _KeptConnection):
+            dbapi_con.prepared = True
 
     @sa_event.listens_for(engine, 'begin')
     def _on_begin(conn):
@@ -98,6 +113,78 @@ def _setup_sqlite(engine, memory, synchronous):
         if conn.connection.dbapi_connection.in_transaction:
             conn.exec_driver_sql('ROLLBACK')
         conn.exec_driver_sql('BEGIN IMMEDIATE')
+
+
+class _KeptConnection(sqlite3.Connection):
+    """An SQLite connection that close() gives back to its keeper."""
+
+    keeper = None
+    generation = 0
+    prepared = False
+
+    def close(self):
+        keeper = self.keeper
+        if keeper is None or not keeper.keep(self):
+            self.keeper = None
+            super().close()
+
+
+class _SQLiteConnections(object):
+    """The idle connections of an SQLite file database, reused.
+
+    oslo.db gives SQLite files SQLAlchemy's NullPool: each transaction
+    opens a connection and closes it, and SQLite parses the whole schema
+    again for the first statement on every new connection (most of a
+    short transaction's time). Through SQLAlchemy's ``do_connect`` event,
+    a new connection is taken from the idle ones when there is one; the
+    pool's close() (at the end of each transaction, after its rollback)
+    puts it back, up to ``size`` idle ones (None: no limit). Connections
+    are opened with ``check_same_thread=False``: a connection is used by
+    one thread at a time, as SQLAlchemy's own QueuePool does for SQLite
+    files.
+    """
+
+    def __init__(self, size):
+        self.size = size
+        self._idle = []
+        self._lock = threading.Lock()
+        self._generation = 0
+
+    def connect(self, dialect, connection_record, cargs, cparams):
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+        cparams['factory'] = _KeptConnection
+        cparams['check_same_thread'] = False
+        conn = dialect.connect(*cargs, **cparams)
+        conn.keeper = self
+        conn.generation = self._generation
+        return conn
+
+    def keep(self, conn):
+        """Take conn back (True), or refuse it (False: it is closed)."""
+        if conn.in_transaction:
+            try:
+                conn.rollback()
+            except sqlite3.Error:
+                return False
+        with self._lock:
+            if conn.generation != self._generation or (
+                    self.size is not None and len(self._idle) >= self.size):
+                return False
+            self._idle.append(conn)
+            return True
+
+    def dispose(self):
+        """Close the idle connections, and those in use when they are
+        given back (as SQLAlchemy's Engine.dispose() does).
+        """
+        with self._lock:
+            idle, self._idle = self._idle, []
+            self._generation += 1
+        for conn in idle:
+            conn.keeper = None
+            conn.close()
 
 
 class _Scope(object):
@@ -130,10 +217,18 @@ class Database(object):
         # lets eventlet switch; nova_lease runs on native threads only.)
         settings = {'max_retries': 0, 'thread_checkin': False}
         settings.update(options)
+        self._connections = None
         if self.backend == 'sqlite':
-            # No pool on SQLite (oslo.db): its options would be refused.
-            for name in ('max_pool_size', 'max_overflow', 'pool_timeout'):
+            # oslo.db gives SQLite no pool and refuses its options; a file
+            # database keeps up to max_pool_size idle connections of its
+            # own.
+            size = settings.pop('max_pool_size', None)
+            for name in ('max_overflow', 'pool_timeout'):
                 settings.pop(name, None)
+            if not memory:
+                if size is None:
+                    size = SQLITE_IDLE_CONNECTIONS
+                self._connections = _SQLiteConnections(size or None)
         if self.backend == 'mysql' and 'charset' not in self.url.query:
             parameters = settings.get('connection_parameters') or ''
             if 'charset=' not in parameters:
@@ -144,13 +239,12 @@ class Database(object):
             connection=self.url.render_as_string(hide_password=False),
             sqlite_fk=True, **settings)
         synchronous = settings.get('sqlite_synchronous', True)
+        connections = self._connections
         self._manager.append_on_engine_create(
-            lambda engine: _on_engine_create(engine, memory, synchronous))
+            lambda engine: _on_engine_create(engine, memory, synchronous,
+                                             connections))
         self._serial = threading.RLock() if memory else None
         self._scope = _Scope()
-        self._keep_open = self.backend == 'sqlite' and not memory
-        self._kept = None
-        self._kept_lock = threading.Lock()
 
     def __repr__(self):
         return '<Database %s>' % self.url.render_as_string(
@@ -159,26 +253,7 @@ class Database(object):
     @property
     def engine(self):
         """The SQLAlchemy Engine (made now if it is not yet)."""
-        engine = self._manager.writer.get_engine()
-        if self._keep_open and self._kept is None:
-            self._keep_one_open(engine)
-        return engine
-
-    def _keep_one_open(self, engine):
-        # oslo.db gives SQLite files no pool: every transaction opens and
-        # closes a connection of its own. When the last connection to a
-        # database in WAL mode closes, SQLite checkpoints the log and
-        # removes it, which made every writer five times slower: one
-        # connection stays open (idle, in autocommit: it holds no lock and
-        # does not hold checkpoints back) until dispose().
-        with self._kept_lock:
-            if self._kept is None:
-                conn = engine.raw_connection()
-                cursor = conn.cursor()
-                cursor.execute('SELECT count(*) FROM sqlite_master')
-                cursor.fetchall()
-                cursor.close()
-                self._kept = conn
+        return self._manager.writer.get_engine()
 
     @contextlib.contextmanager
     def _serialised(self):
@@ -202,8 +277,6 @@ class Database(object):
 
     @contextlib.contextmanager
     def _transaction(self, writer):
-        if self._keep_open and self._kept is None:
-            self._keep_one_open(self._manager.writer.get_engine())
         mode = self._manager.writer if writer else self._manager.reader
         with self._lock_timeout_retryable(), self._serialised(), \
                 mode.independent.using(self._scope) as session:
@@ -243,10 +316,8 @@ class Database(object):
 
     def dispose(self):
         """Close the pooled connections (a started engine only)."""
-        with self._kept_lock:
-            kept, self._kept = self._kept, None
-        if kept is not None:
-            kept.close()
+        if self._connections is not None:
+            self._connections.dispose()
         self._manager.dispose_pool()
 
 

@@ -850,7 +850,9 @@ class _TransactionTests(object):
         self.assertIs(db, api.get_database(conf))
         pool = db.engine.pool
         if self.BACKEND == 'sqlite':
-            # oslo.db: SQLite files use no pool (a connection each time).
+            # oslo.db: SQLite files use no pool (a connection each time);
+            # the Database keeps max_pool_size idle ones of its own
+            # (test_sqlite).
             self.assertEqual('NullPool', type(pool).__name__)
         else:
             self.assertEqual(3, pool.size())

@@ -12,6 +12,7 @@
 """SQLite specifics: threads, the write lock, WAL, in-memory databases."""
 
 import datetime
+import sqlite3
 import threading
 import time
 
@@ -153,6 +154,73 @@ class SQLiteTest(base.SQLiteTestCase):
         self.assertEqual([], threads.errors(threads.race(4, _create,
                                                          timeout=30)))
         self.assertEqual(20, len(api.lease_list(db)))
+
+    def _dbapi_connection(self, session):
+        return session.connection().connection.dbapi_connection
+
+    def test_connections_are_kept_and_reused(self):
+        # oslo.db opens a connection per transaction on SQLite files; the
+        # Database keeps idle ones (SQLite parses its whole schema again
+        # on each new connection).
+        with self.db.writer() as session:
+            first = self._dbapi_connection(session)
+            api.lease_create(session, _lease('a'))
+        with self.db.reader() as session:
+            self.assertIs(first, self._dbapi_connection(session))
+            # Set up once, still set.
+            self.assertEqual(1, session.connection().exec_driver_sql(
+                'PRAGMA foreign_keys').scalar())
+            self.assertEqual(transaction.SQLITE_BUSY_TIMEOUT * 1000,
+                             session.connection().exec_driver_sql(
+                                 'PRAGMA busy_timeout').scalar())
+
+    def test_a_failed_writer_leaves_a_clean_connection(self):
+        class Boom(Exception):
+            pass
+
+        try:
+            with self.db.writer() as session:
+                first = self._dbapi_connection(session)
+                api.lease_create(session, _lease('lost'))
+                raise Boom()
+        except Boom:
+            pass
+        with self.db.writer() as session:
+            self.assertIs(first, self._dbapi_connection(session))
+            self.assertEqual([], api.lease_list(session))
+            api.lease_create(session, _lease('kept'))
+        self.assertEqual(['kept'], [x['name']
+                                    for x in api.lease_list(self.db)])
+
+    def test_max_pool_size_idle_connections_are_kept(self):
+        db = api.Database(self.url, max_pool_size=2)
+        self.addCleanup(db.dispose)
+        held = threading.Barrier(3, timeout=10)
+        seen = []
+
+        def _read(_i):
+            with db.reader() as session:
+                seen.append(self._dbapi_connection(session))
+                api.lease_list(session)
+                held.wait()
+
+        for _ in range(2):
+            self.assertEqual([], threads.errors(threads.race(3, _read)))
+        first, second = seen[:3], seen[3:]
+        self.assertEqual(3, len({id(c) for c in first}))
+        # Two of the three were kept and used again; the third was closed.
+        self.assertEqual(2, len({id(c) for c in second} &
+                                {id(c) for c in first}))
+
+    def test_dispose_closes_idle_connections(self):
+        with self.db.reader() as session:
+            idle = self._dbapi_connection(session)
+        self.db.dispose()
+        self.assertRaises(sqlite3.ProgrammingError, idle.execute,
+                          'SELECT 1')
+        with self.db.reader() as session:
+            self.assertIsNot(idle, self._dbapi_connection(session))
+            self.assertEqual([], api.lease_list(session))
 
     def test_file_directory_is_created(self):
         url = self.url.rsplit('/', 1)[0] + '/sub/dir/x.sqlite'
