@@ -72,6 +72,32 @@ def _payload_data(payload):
     return payload if isinstance(payload, dict) else {}
 
 
+#: The compute API's status of a server with no task, per vm_state (as
+#: nova.api.openstack.common maps them).
+_STATUS_OF_STATE = {
+    'active': 'ACTIVE', 'building': 'BUILD', 'stopped': 'SHUTOFF',
+    'resized': 'VERIFY_RESIZE', 'paused': 'PAUSED',
+    'suspended': 'SUSPENDED', 'rescued': 'RESCUE', 'error': 'ERROR',
+    'deleted': 'DELETED', 'soft-delete': 'SOFT_DELETED',
+    'shelved': 'SHELVED', 'shelved_offloaded': 'SHELVED_OFFLOADED'}
+
+
+def server_of_payload(data):
+    """The server as an instance notification's payload shows it: the
+    compute API's ``id``, ``status`` and ``OS-EXT-STS:task_state`` (and
+    ``tags`` when the payload has them); None when the payload does not
+    say (the engine then looks at the server itself).
+    """
+    status = _STATUS_OF_STATE.get(data.get('state'))
+    if not data.get('uuid') or status is None:
+        return None
+    server = {'id': data['uuid'], 'status': status,
+              'OS-EXT-STS:task_state': data.get('task_state')}
+    if isinstance(data.get('tags'), list):
+        server['tags'] = data['tags']
+    return server
+
+
 class ComputeHook(object):
     """The hook's actions (shared by the endpoint and the reconcile pass).
 
@@ -310,7 +336,8 @@ class InstanceEndpoint(object):
         # An engine of this process may be waiting for this server (a
         # start it issued): it looks now instead of at its next poll.
         from nova_lease.periodic import engine as lease_engine
-        lease_engine.server_changed(data.get('uuid'))
+        lease_engine.server_changed(data.get('uuid'),
+                                    server_of_payload(data))
         try:
             if event_type == CREATE_END:
                 self.hook.instance_created(data)

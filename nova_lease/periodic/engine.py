@@ -106,13 +106,15 @@ def wake_all():
         engine.wake()
 
 
-def server_changed(server_id=None):
+def server_changed(server_id=None, server=None):
     """A server changed (a versioned notification): engines of this
     process that wait for a server look at once instead of at their next
-    poll.
+    poll. ``server``: the server as the notification shows it (a dict as
+    the compute API shows a server, with ``status`` and
+    ``OS-EXT-STS:task_state``), or None.
     """
     for engine in list(_ENGINES):
-        engine.observe_now(server_id)
+        engine.observe_now(server_id, server)
 
 
 def check_options(opts):
@@ -368,7 +370,9 @@ class Engine(object):
         # Plugin Waits (nova_lease.plugins.base.Wait) being watched, and
         # the observer thread that watches them (started when needed).
         self._waiting = []
-        self._notified = set()      # waited servers that sent a notification
+        # Waited servers that sent a notification: {id: the server as
+        # the notification shows it, or None}.
+        self._notified = {}
         self._poll_due = None       # monotonic time of the next batched poll
         # Nova's notifications reach this process (see _poll_interval).
         self._notices_flow = False
@@ -398,11 +402,13 @@ class Engine(object):
         """Look at the database now (thread-safe)."""
         self._wakeup.set()
 
-    def observe_now(self, server_id=None):
+    def observe_now(self, server_id=None, server=None):
         """A server changed (thread-safe; e.g. it sent a notification):
-        if a start waits for it, look at it now (one GET of that server)
-        instead of at the next batched poll; without a server id, poll
-        all the waited servers now.
+        if a start waits for it, look at it now instead of at the next
+        batched poll; without a server id, poll all the waited servers
+        now. ``server``: the server as the notification shows it; when it
+        shows the wait over, no request is sent to look at it (else one
+        GET of that server).
         """
         if server_id is not None:
             self._notices_flow = True
@@ -412,7 +418,7 @@ class Engine(object):
             if server_id is None:
                 self._poll_due = time.monotonic()
             elif any(e.wait.server_id == server_id for e in self._waiting):
-                self._notified.add(server_id)
+                self._notified[server_id] = server
             else:
                 return
         self._observe.set()
@@ -1185,7 +1191,7 @@ class Engine(object):
                 self._observe.wait(delay)
             self._observe.clear()
             with self._lock:
-                notified, self._notified = self._notified, set()
+                notified, self._notified = self._notified, {}
                 entries = list(self._waiting)
                 full = time.monotonic() >= self._poll_due
                 if full:
@@ -1251,9 +1257,11 @@ class Engine(object):
                     self._notices_flow = False
 
     def _poll_notified(self, entries, notified):
-        """Look at the waited servers that sent a notification: one GET
-        each (a batched poll lists every server changed since the
-        earliest wait, a hundred in a burst of starts).
+        """Look at the waited servers that sent a notification: as the
+        notification shows them when that ends their wait (a finished
+        unshelve), else with one GET each (a batched poll lists every
+        server changed since the earliest wait, a hundred in a burst of
+        starts).
         """
         servers = {}
         for entry in entries:
@@ -1261,6 +1269,10 @@ class Engine(object):
             if server_id not in notified:
                 continue
             client = entry.plugin.compute
+            shown = notified[server_id]
+            if shown is not None and entry.wait.outcome(shown) == 'done':
+                self._look(entry, client, {server_id: shown})
+                continue
             key = (id(client), server_id)
             if key not in servers:
                 try:

@@ -31,6 +31,7 @@ from nova.virt import fake as fake_virt
 
 from nova_lease import compute
 from nova_lease.db import api as db_api
+from nova_lease.periodic import events as lease_events
 from tests.functional import test_instance_lease
 
 SPAWN_SECONDS = 3.0
@@ -141,6 +142,13 @@ class _ListedBurst(test_instance_lease.InstanceLeaseTest):
             self.lists.append(time.monotonic())
             return real(since)
         compute.list_servers_changed_since = listed
+        self.gets = []
+        real_get = compute.get_server
+
+        def get(server_id):
+            self.gets.append(server_id)
+            return real_get(server_id)
+        compute.get_server = get
         return engine
 
     def _burst(self, name, timeout):
@@ -164,9 +172,10 @@ class _ListedBurst(test_instance_lease.InstanceLeaseTest):
 
 
 class NotifiedTest(_ListedBurst):
-    """A start sees its server ACTIVE through Nova's notification: one
-    GET of that server, without waiting for the batched poll (set to a
-    minute here) or listing every server changed meanwhile.
+    """A start sees its server ACTIVE through Nova's notification, as its
+    payload shows it: no request to look at the server, no waiting for
+    the batched poll (set to a minute here), no list of every server
+    changed meanwhile.
     """
 
     def _engine(self, **overrides):
@@ -182,6 +191,53 @@ class NotifiedTest(_ListedBurst):
                 search_opts={'all_tenants': 1})])
         self.assertLess(elapsed, 30)
         self.assertEqual([], self.lists)
+        self.assertEqual([], self.gets)
+
+
+class NotifiedUnshelveTest(_ListedBurst):
+    """Shelved servers unshelved at their leases' start: each start is
+    over when its ``instance.unshelve.end`` notification shows the
+    server ACTIVE, with no request to look at it.
+    """
+
+    def _engine(self, **overrides):
+        engine = super()._engine(**overrides)
+        engine.plugins['virtual:instance'].compute.poll_interval = 60.0
+        return engine
+
+    def test_unshelved_on_notification(self):
+        ids = [self._boot(name='shelved-%d' % i)['id']
+               for i in range(self.LEASES)]
+        for server_id in ids:
+            self.admin_api.put_server_tags(server_id, ['reserved'])
+            self.admin_api.post_server_action(server_id, {'shelve': None})
+        for server_id in ids:
+            self._wait_for(lambda: self.admin_api.get_server(server_id)[
+                'status'] == 'SHELVED_OFFLOADED', 'shelved', timeout=60)
+        start = (self.clock.now + datetime.timedelta(hours=1)).replace(
+            second=0, microsecond=0)
+        end = start + datetime.timedelta(hours=2)
+        for server_id in ids:
+            # A PENDING lease holding its shelved server.
+            db_api.lease_create(self.db, {
+                'name': 'shelved', 'project_id': self.api.project_id,
+                'user_id': 'fake', 'start_date': start, 'end_date': end,
+                'status': 'PENDING'}, reservations=[{
+                    'resource_type': 'virtual:instance',
+                    'resource_id': server_id, 'status': 'pending',
+                    'properties': {'vcpus': 1, 'memory_mb': 512,
+                                   'disk_gb': 1}}],
+                events=lease_events.lease_events(start, end))
+        self.clock.advance_to(start)
+        self.assertEqual(self.LEASES, self.engine.process_due(timeout=50))
+        self.assertEqual(['ACTIVE'] * self.LEASES, [
+            lease['status'] for lease in db_api.lease_list(self.db)])
+        for server_id in ids:
+            server = self.admin_api.get_server(server_id)
+            self.assertEqual('ACTIVE', server['status'])
+            self.assertEqual([], self.admin_api.get_server_tags(server_id))
+        self.assertEqual([], self.lists)
+        self.assertEqual([], self.gets)
 
 
 class BatchedPollTest(_ListedBurst):
@@ -220,7 +276,7 @@ class BatchedPollTest(_ListedBurst):
         # again until the next notification.
         self.useFixture(fixtures.MonkeyPatch(
             'nova_lease.periodic.engine.server_changed',
-            lambda server_id=None: None))
+            lambda server_id=None, server=None: None))
         elapsed = self._burst('polled', timeout=60)
         self.assertFalse(self.engine.notices_flow)
         self.assertLess(elapsed, 3 * self.MAX_SLEEP)

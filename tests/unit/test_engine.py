@@ -29,6 +29,7 @@ from oslo_config import cfg  # noqa: E402
 from oslo_utils import fixture as utils_fixture  # noqa: E402
 import testtools  # noqa: E402
 
+from nova_lease.compute_hook import hook  # noqa: E402
 from nova_lease import conf as lease_conf  # noqa: E402
 from nova_lease.db import api as db_api  # noqa: E402
 from nova_lease.db import migration  # noqa: E402
@@ -490,6 +491,11 @@ class _ListingCompute(object):
         return {s: {'id': s, 'status': 'ACTIVE',
                     'OS-EXT-STS:task_state': None} for s in self.server_ids}
 
+    def get_server(self, server_id):
+        self.gets = getattr(self, 'gets', []) + [server_id]
+        return {'id': server_id, 'status': 'ACTIVE',
+                'OS-EXT-STS:task_state': None}
+
 
 class _Plugin(object):
     def __init__(self, compute):
@@ -537,6 +543,45 @@ class SafetyNetPollTest(testtools.TestCase):
         self.assertEqual([], self.engine._waiting)
         self.assertFalse(self.engine.notices_flow)
         self.assertEqual(1.0, self.engine._poll_interval(1.0))
+
+    def _resumed(self):
+        resumed = []
+        self.engine._pool.submit = lambda func, entry, server, error: (
+            resumed.append((entry.wait.server_id, server, error)))
+        return resumed
+
+    def test_notification_showing_the_wait_over_needs_no_look(self):
+        entry = self._waiting('s1')
+        resumed = self._resumed()
+        shown = hook.server_of_payload({'uuid': 's1', 'state': 'active',
+                                        'task_state': None})
+        self.engine._poll_notified([entry], {'s1': shown})
+        self.assertEqual([], self.engine._waiting)
+        self.assertEqual([('s1', shown, None)], resumed)
+        self.assertFalse(hasattr(entry.plugin.compute, 'gets'))
+
+    def test_notification_not_showing_the_wait_over_is_looked_at(self):
+        for shown in (None, hook.server_of_payload(
+                {'uuid': 's1', 'state': 'active',
+                 'task_state': 'spawning'})):
+            entry = self._waiting('s1')
+            resumed = self._resumed()
+            self.engine._poll_notified([entry], {'s1': shown})
+            self.assertEqual(['s1'], entry.plugin.compute.gets)
+            self.assertEqual('s1', resumed[0][0])
+
+    def test_server_of_payload(self):
+        self.assertEqual(
+            {'id': 's1', 'status': 'SHELVED_OFFLOADED',
+             'OS-EXT-STS:task_state': None, 'tags': ['reserved']},
+            hook.server_of_payload({'uuid': 's1',
+                                    'state': 'shelved_offloaded',
+                                    'task_state': None,
+                                    'tags': ['reserved']}))
+        self.assertIsNone(hook.server_of_payload({'uuid': 's1'}))
+        self.assertIsNone(hook.server_of_payload({'state': 'active'}))
+        self.assertIsNone(hook.server_of_payload(
+            {'uuid': 's1', 'state': 'unknown'}))
 
     def test_wait_whose_notification_came_keeps_the_safety_net(self):
         # The notification arrived just before the batched poll, which
