@@ -23,7 +23,10 @@ One loop thread per :class:`Engine`:
    SQLite), at most ``engine_batch_size`` outstanding, moving their
    leases (start: PENDING -> STARTING, end: -> TERMINATING);
 4. hands them to a pool of ``engine_workers`` threads that run the
-   resource plugins, each call bounded by ``plugin_call_timeout``;
+   resource plugins, each call bounded by ``plugin_call_timeout``
+   (nova_lease.periodic.jobs); a plugin that asked Nova for something
+   slow returns a Wait, and the observer (nova_lease.periodic.observer)
+   resumes the job when its server is ready, without holding a worker;
 5. sleeps until the next due event, at most ``engine_max_sleep``, or until
    woken: by a finished action, :meth:`Engine.wake` (e.g.
    :func:`wake_all` after a lease is created in this process, or a test
@@ -36,7 +39,8 @@ A second thread beats (``engine_heartbeat_interval``) in the
 ``processes`` table where the engine registered when :meth:`Engine.run`
 began, and watches the other engines' heartbeats: the claims of an engine
 whose heartbeat counter has not moved for ``engine_heartbeat_timeout``
-seconds (by this engine's clock) are released at once.
+seconds (by this engine's clock) are released at once
+(nova_lease.periodic.liveness).
 
 Each job carries a guard (nova_lease.guard), installed for its worker
 thread: a job that timed out, or whose claims were released at stop, is
@@ -50,7 +54,8 @@ end): an event is not claimable while an earlier one of its lease is
 unfinished. A failed action is retried with exponential back-off
 (``retry_interval`` x 2^n) up to ``max_retries`` (or the lease's own
 ``retries``); then the event and the lease go to ERROR with a
-``status_reason`` that says what failed. Database errors make the loop
+``status_reason`` that says what failed (nova_lease.periodic.outcomes).
+Database errors make the loop
 wait and try again, never stop. "Now" is
 ``oslo_utils.timeutils.utcnow()``, so tests drive the engine with a
 clock override and :meth:`Engine.process_due`.
@@ -60,7 +65,6 @@ import collections
 import datetime
 import functools
 import os
-import queue
 import socket
 import threading
 import time
@@ -70,13 +74,15 @@ from oslo_log import log as logging
 from oslo_utils import timeutils
 from oslo_utils import uuidutils
 
-from nova_lease import compute
 from nova_lease.db import api as db_api
 from nova_lease import exception
 from nova_lease import guard
 from nova_lease import notifications
+from nova_lease.periodic import jobs
+from nova_lease.periodic import liveness
+from nova_lease.periodic import observer
+from nova_lease.periodic import outcomes
 from nova_lease.plugins import base as plugin_base
-from nova_lease import registration
 from nova_lease import status
 
 LOG = logging.getLogger(__name__)
@@ -91,10 +97,6 @@ ACTIONS = {
     _T.START_LEASE: 'on_start',
     _T.BEFORE_END_LEASE: 'before_end',
     _T.END_LEASE: 'on_end',
-}
-_SUCCESS_NOTICES = {
-    _T.START_LEASE: notifications.START,
-    _T.END_LEASE: notifications.END,
 }
 
 _ENGINES = weakref.WeakSet()
@@ -145,194 +147,6 @@ def default_engine_id():
                          uuidutils.generate_uuid(dashed=False)[:8])
 
 
-def _sources(kind, new):
-    """Every status of ``kind`` that may move to ``new``."""
-    return sorted(old for old in status.TRANSITIONS[kind]
-                  if status.can_transition(kind, old, new))
-
-
-class PluginTimeout(exception.NovaLeaseException):
-    msg_fmt = ('%(what)s did not finish within %(timeout)s s '
-               '([nova_lease] plugin_call_timeout)')
-
-
-class NoPlugin(exception.NovaLeaseException):
-    msg_fmt = ('no resource plugin handles %(type)s reservations: add it to '
-               '[nova_lease] resource_plugins of nova-lease-engine')
-
-
-class GaveUp(exception.NovaLeaseException):
-    msg_fmt = ('started %(attempts)d times without finishing (the engines '
-               'running it died or hung); last error: %(error)s')
-
-
-class _Waiting(object):
-    """One plugin Wait of a job, watched by the engine's observer."""
-
-    __slots__ = ('job', 'plugin', 'wait', 'what', 'deadline', 'since')
-
-    def __init__(self, job, plugin, wait, what, timeout):
-        self.job = job
-        self.plugin = plugin
-        self.wait = wait
-        self.what = what
-        self.deadline = time.monotonic() + timeout
-        # Changes of the server since a little before the wait began
-        # (the server may have changed between the plugin's look and
-        # now; Nova's updated_at has second precision).
-        self.since = timeutils.utcnow() - _CHANGES_MARGIN
-
-
-#: How far before a wait began its batched poll looks for changes.
-_CHANGES_MARGIN = datetime.timedelta(seconds=10)
-
-
-class _Job(object):
-    __slots__ = ('event', 'state', 'result', 'notices', 'call_started',
-                 'call_what', 'guard', 'waits', 'parked', 'notes')
-
-    def __init__(self, event, claim_check=None):
-        self.event = event
-        # queued -> running -> (waiting -> running ...) -> done;
-        # timed_out | cancelled
-        self.state = 'queued'
-        self.waits = 0            # Waits of the job not yet resumed
-        self.parked = []          # its Waits until the job is 'waiting'
-        self.notes = []           # the plugins' notes so far
-        self.result = None
-        self.notices = ()
-        self.call_started = None  # monotonic start of the plugin call
-        self.call_what = None
-        self.guard = guard.JobGuard(
-            '%s of lease %s (event %s, attempt %s)'
-            % (event['event_type'], event['lease_id'], event['id'],
-               event.get('attempts')), claim_check)
-
-
-class _ClaimChecker(object):
-    """Confirms claims for the jobs' guards, several in one query.
-
-    A worker that needs a confirmation queues it; if no query is running,
-    it runs one for every queued confirmation (its own included) until
-    none is left, else it waits for the one that will include it. Each
-    answer so comes from a query that began after it was asked for.
-    """
-
-    class _Ask(object):
-        __slots__ = ('claim', 'done', 'held', 'error')
-
-        def __init__(self, claim):
-            self.claim = claim
-            self.done = threading.Event()
-            self.held = False
-            self.error = None
-
-    def __init__(self, db, engine_id):
-        self.db = db
-        self.engine_id = engine_id
-        self._lock = threading.Lock()
-        self._queue = []
-        self._busy = False
-
-    def held(self, event_id, attempts):
-        ask = self._Ask((event_id, attempts))
-        with self._lock:
-            self._queue.append(ask)
-            lead = not self._busy
-            self._busy = True
-        if lead:
-            self._serve()
-        ask.done.wait()
-        if ask.error is not None:
-            raise ask.error
-        return ask.held
-
-    def _serve(self):
-        while True:
-            with self._lock:
-                batch, self._queue = self._queue, []
-                if not batch:
-                    self._busy = False
-                    return
-            try:
-                held = db_api.engine_claims_held(
-                    self.db, self.engine_id, [a.claim for a in batch])
-            except Exception as e:
-                for ask in batch:
-                    ask.error = e
-            else:
-                for ask in batch:
-                    ask.held = ask.claim in held
-            for ask in batch:
-                ask.done.set()
-
-
-#: Returned by a worker's callable: this worker thread should exit (it
-#: was replaced while stuck in a plugin call that timed out).
-_RETIRE = object()
-
-
-class _WorkerPool(object):
-    """A fixed set of daemon worker threads running callables in order.
-
-    Unlike concurrent.futures, its threads are daemons: a process that
-    stops while a plugin call hangs exits at once (the claim was
-    released), instead of joining the worker at interpreter exit.
-    """
-
-    _STOP = object()
-
-    def __init__(self, size, name):
-        self._queue = queue.SimpleQueue()
-        self._closed = False
-        self._name = name
-        self._threads = []
-        for _ in range(size):
-            self.add_worker()
-
-    def add_worker(self):
-        thread = threading.Thread(
-            target=self._work, daemon=True,
-            name='%s-%d' % (self._name, len(self._threads)))
-        self._threads.append(thread)
-        thread.start()
-
-    def _work(self):
-        while True:
-            item = self._queue.get()
-            if item is self._STOP:
-                return
-            func, args = item
-            try:
-                if func(*args) is _RETIRE:
-                    return
-            except Exception:
-                LOG.exception('Unexpected error in an engine worker')
-
-    def submit(self, func, *args):
-        if self._closed:
-            raise RuntimeError('the pool is shut down')
-        self._queue.put((func, args))
-
-    def shutdown(self, cancel=True):
-        """Stop the workers after what they run; drop what is queued."""
-        self._closed = True
-        if cancel:
-            while True:
-                try:
-                    self._queue.get_nowait()
-                except queue.Empty:
-                    break
-        for _ in list(self._threads):
-            self._queue.put(self._STOP)
-
-    def join(self, timeout=None):
-        deadline = None if timeout is None else time.monotonic() + timeout
-        for thread in self._threads:
-            thread.join(None if deadline is None
-                        else max(0, deadline - time.monotonic()))
-
-
 class Engine(object):
     """One event engine (thread-safe; run it with :meth:`run`)."""
 
@@ -364,33 +178,19 @@ class Engine(object):
         self._recorder = None
         self._record_wakeup = threading.Event()
         self._recorder_stop = threading.Event()
-        self._pool = _WorkerPool(self.opts.engine_workers, 'lease-engine')
-        self._claims = _ClaimChecker(self.db, self.engine_id)
-        self._notify_pool = _WorkerPool(1, 'lease-notify')
-        # Plugin Waits (nova_lease.plugins.base.Wait) being watched, and
-        # the observer thread that watches them (started when needed).
-        self._waiting = []
-        # Waited servers that sent a notification: {id: the server as
-        # the notification shows it, or None}.
-        self._notified = {}
-        self._poll_due = None       # monotonic time of the next batched poll
-        # Nova's notifications reach this process (see _poll_interval).
-        self._notices_flow = False
-        self._observe = threading.Event()
-        self._observer = None
+        self._pool = jobs.WorkerPool(self.opts.engine_workers, 'lease-engine')
+        self._claims = jobs.ClaimChecker(self.db, self.engine_id)
+        self._notify_pool = jobs.WorkerPool(1, 'lease-notify')
+        # Watches the servers that plugin Waits wait for.
+        self.observer = observer.Observer(self.engine_id, self.opts,
+                                          self._resume_later)
         self._last_recovery = None
         self._last_refresh = timeutils.utcnow()
-        # Registration and heartbeats (see run()).
-        self.process_id = None
-        self.identity = None
-        self._beats = threading.Event()       # set: stop beating
-        self._observed = {}     # {process id: (heartbeats, monotonic)}
-        self._last_look = None  # monotonic time of the last look at them
-        self._beat_failing = False
-        self._last_prune = None
         self.stats = {'claimed': 0, 'done': 0, 'retried': 0, 'failed': 0,
                       'skipped': 0, 'recovered': 0, 'released': 0,
                       'db_errors': 0, 'probes': 0, 'probe_wakeups': 0}
+        # Registration and heartbeats (see run()).
+        self.liveness = liveness.Liveness(self)
         _ENGINES.add(self)
 
     def __repr__(self):
@@ -404,24 +204,9 @@ class Engine(object):
 
     def observe_now(self, server_id=None, server=None):
         """A server changed (thread-safe; e.g. it sent a notification):
-        if a start waits for it, look at it now instead of at the next
-        batched poll; without a server id, poll all the waited servers
-        now. ``server``: the server as the notification shows it; when it
-        shows the wait over, no request is sent to look at it (else one
-        GET of that server).
+        see :meth:`nova_lease.periodic.observer.Observer.observe_now`.
         """
-        if server_id is not None:
-            self._notices_flow = True
-        if not self._waiting:
-            return
-        with self._lock:
-            if server_id is None:
-                self._poll_due = time.monotonic()
-            elif any(e.wait.server_id == server_id for e in self._waiting):
-                self._notified[server_id] = server
-            else:
-                return
-        self._observe.set()
+        self.observer.observe_now(server_id, server)
 
     def stop(self):
         """Ask :meth:`run` to finish or release its claims and return."""
@@ -435,10 +220,9 @@ class Engine(object):
     @property
     def notices_flow(self):
         """True while Nova's notifications count as reaching this engine
-        (its batched poll of waited servers is then a safety net; see
-        :meth:`_poll_interval`).
+        (see :class:`nova_lease.periodic.observer.Observer`).
         """
-        return self._notices_flow
+        return self.observer.notices_flow
 
     @property
     def in_flight(self):
@@ -451,14 +235,8 @@ class Engine(object):
         :raises nova_lease.exception.DatabaseNotReady: the database has
             no schema (nothing is claimed).
         """
-        self._register(at_start=True)
-        threads = [threading.Thread(target=self._heartbeat_loop,
-                                    name='lease-heartbeat', daemon=True),
-                   threading.Thread(target=self._service_check_loop,
-                                    name='lease-service-check',
-                                    daemon=True)]
-        for thread in threads:
-            thread.start()
+        self.liveness.register(at_start=True)
+        self.liveness.start()
         self._recorder = threading.Thread(target=self._recorder_loop,
                                           name='lease-recorder', daemon=True)
         self._recorder.start()
@@ -497,10 +275,7 @@ class Engine(object):
             self._recorder_stop.set()
             self._record_wakeup.set()
             self._recorder.join(30)
-            self._beats.set()
-            for thread in threads:
-                thread.join(5)
-            self._unregister()
+            self.liveness.stop()
             LOG.info('Lease engine %(id)s stopped: %(stats)s',
                      {'id': self.engine_id, 'stats': self.stats})
 
@@ -669,7 +444,7 @@ class Engine(object):
                       {'what': job.call_what, 'type': event['event_type'],
                        'lease': event['lease_id'], 'timeout': timeout})
             error = plugin_base.PluginError(
-                reason='%s failed: %s' % (job.call_what, PluginTimeout(
+                reason='%s failed: %s' % (job.call_what, jobs.PluginTimeout(
                     what=job.call_what, timeout=timeout)))
             job.result, job.notices = self._failure(event, event['lease'],
                                                     error)
@@ -692,11 +467,11 @@ class Engine(object):
             return 0
         self.stats['claimed'] += len(events)
         with self._lock:
-            jobs = [_Job(e, functools.partial(
+            new = [jobs.Job(e, functools.partial(
                 self._claims.held, e['id'], e['attempts'])) for e in events]
-            for job in jobs:
+            for job in new:
                 self._jobs[job.event['id']] = job
-        for job in jobs:
+        for job in new:
             LOG.debug('Claimed %(type)s %(id)s of lease %(lease)s',
                       {'type': job.event['event_type'],
                        'id': job.event['id'],
@@ -817,7 +592,7 @@ class Engine(object):
                     job.guard.cancel('engine %s stopped before it ran'
                                      % self.engine_id)
         self._pool.shutdown(cancel=True)
-        self._observe.set()     # the observer sees _shutting_down
+        self.observer.stop()
         deadline = time.monotonic() + self.opts.engine_shutdown_timeout
         while True:
             running = [j for j in self._unfinished()
@@ -853,208 +628,27 @@ class Engine(object):
         self._notify_pool.join(10)
         self._stopped.set()
 
-    # -- registration, heartbeats, other engines (heartbeat thread) -------
+    # -- registration and heartbeats (see liveness) -----------------------
 
-    def _register(self, at_start=False):
-        """Register this engine in the processes table (once).
+    @property
+    def process_id(self):
+        """This engine's row in the processes table (None until run())."""
+        return self.liveness.process_id
 
-        At start, a database without schema raises DatabaseNotReady; an
-        unreachable one is retried by the heartbeat thread.
-        """
-        if self.process_id is not None:
-            return
-        try:
-            db, self.identity = registration.check_database(self.conf,
-                                                            self.db)
-            row = registration.register(self.db, registration.ENGINE,
-                                        name=self.engine_id)
-        except exception.DatabaseNotReady:
-            if at_start:
-                raise
-            LOG.error('Lease engine %s: the nova_lease database has no '
-                      'schema any more', self.engine_id)
-            return
-        except Exception as e:
-            LOG.warning('Lease engine %(id)s could not register in the '
-                        'nova_lease database (retrying): %(error)s',
-                        {'id': self.engine_id, 'error': e})
-            return
-        self.process_id = row['id']
-        registration.log_database(registration.ENGINE,
-                                  self.db.url, self.identity)
-
-    def _unregister(self):
-        if self.process_id is None:
-            return
-        try:
-            db_api.process_stop(self.db, self.process_id)
-        except Exception as e:
-            LOG.warning('Lease engine %(id)s could not record its stop: '
-                        '%(error)s', {'id': self.engine_id, 'error': e})
-
-    def _heartbeat_loop(self):
-        interval = self.opts.engine_heartbeat_interval
-        while not self._beats.is_set():
-            try:
-                self.beat()
-            except Exception:
-                LOG.exception('Unexpected error in the heartbeat of lease '
-                              'engine %s', self.engine_id)
-            self._beats.wait(interval)
+    def held_event_ids(self):
+        """The events this engine holds a job of (thread-safe)."""
+        with self._lock:
+            return list(self._jobs)
 
     def beat(self):
         """One heartbeat, and a look at the other engines' heartbeats."""
-        self._register()
-        if self.process_id is None:
-            return
-        now = time.monotonic()
-        try:
-            was = db_api.process_heartbeat(self.db, self.process_id)
-            if was is None:      # our row was pruned: register again
-                self.process_id = None
-                self._register()
-                return
-            rows = db_api.process_list(self.db, binary=registration.ENGINE,
-                                       running=True)
-        except Exception as e:
-            if not self._beat_failing:
-                LOG.warning('Lease engine %(id)s could not beat in the '
-                            'database: %(error)s',
-                            {'id': self.engine_id, 'error': e})
-            self._beat_failing = True
-            self._last_look = None
-            return
-        if self._beat_failing:
-            LOG.info('Lease engine %s beats again', self.engine_id)
-            self._beat_failing = False
-        if was:
-            LOG.warning('Lease engine %(id)s was taken for dead (%(why)s): '
-                        'the claims it held were released, and its '
-                        'running actions send nothing more to Nova',
-                        {'id': self.engine_id, 'why': was})
-        timeout = self.opts.engine_heartbeat_timeout
-        last, self._last_look = self._last_look, now
-        if last is None or now - last > timeout / 2.0:
-            # We did not watch (start, or this process was stalled): time
-            # counts from now for everyone.
-            self._observed = {pid: (count, now) for pid, (count, _)
-                              in self._observed.items()}
-        dead = []
-        observed = {}
-        for row in rows:
-            if row['id'] == self.process_id:
-                continue
-            seen = self._observed.get(row['id'])
-            if seen is None or seen[0] != row['heartbeats']:
-                observed[row['id']] = (row['heartbeats'], now)
-                continue
-            observed[row['id']] = seen
-            if now - seen[1] > timeout:
-                dead.append((row, now - seen[1]))
-        self._observed = observed
-        for row, silent in dead:
-            self._release_dead(row, silent)
-        self._prune()
-
-    def _release_dead(self, row, silent):
-        keep = ()
-        if row['name'] == self.engine_id:
-            # A previous process with our name: our own jobs stay ours.
-            with self._lock:
-                keep = list(self._jobs)
-        reason = ('no heartbeat for %.0f s, seen by engine %s'
-                  % (silent, self.engine_id))
-        marked, released = db_api.engine_release_dead(
-            self.db, row['id'], row['heartbeats'], reason, keep=keep,
-            alive=[self.process_id])
-        if marked:
-            self._observed.pop(row['id'], None)
-            LOG.warning('Lease engine %(name)s (host %(host)s, pid %(pid)s) '
-                        'has not beaten for %(silent).0f s: taken for dead',
-                        {'name': row['name'], 'host': row['host'],
-                         'pid': row['pid'], 'silent': silent})
-        # (Not marked with claims left: locked by a transaction of its
-        # own still open; the next beat releases them.)
-        if released:
-            self.stats['recovered'] += len(released)
-            LOG.warning('Released %(n)d claim(s) of engine %(name)s (no '
-                        'heartbeat for %(silent).0f s): %(events)s',
-                        {'n': len(released), 'name': row['name'],
-                         'silent': silent,
-                         'events': ', '.join(
-                             '%s %s of lease %s' % (e['event_type'], e['id'],
-                                                    e['lease_id'])
-                             for e in released)})
-            self.wake()
-
-    #: Rows of processes not seen for this long are deleted.
-    PROCESS_RETENTION = datetime.timedelta(days=7)
-
-    def _prune(self):
-        now = time.monotonic()
-        if self._last_prune is not None and now - self._last_prune < 3600:
-            return
-        self._last_prune = now
-        try:
-            db_api.process_prune(self.db, timeutils.utcnow()
-                                 - self.PROCESS_RETENTION)
-        except Exception as e:
-            LOG.debug('Could not prune old process rows: %s', e)
-
-    def _compute_client(self):
-        for plugin in self.plugins.values():
-            if isinstance(plugin, plugin_base.ComputePlugin):
-                return plugin.compute
-        return None
+        self.liveness.beat()
 
     def check_registrations(self):
-        """Warn about nova-scheduler services that never registered here.
-
-        Nova reports them up (compute API, os-services), but no process
-        row of theirs is in this side database: they schedule without
-        LeaseFilter, or with another [nova_lease_database] connection.
-        Returns the warnings logged.
+        """Warn about nova-scheduler services that never registered here
+        (see :class:`~nova_lease.periodic.liveness.Liveness`).
         """
-        client = self._compute_client()
-        if client is None:
-            LOG.debug('No compute plugin: Nova services are not checked')
-            return []
-        services = client.list_services(binary=registration.SCHEDULER)
-        up = {s.get('host') for s in services if s.get('state') == 'up'}
-        registered = {r['host'] for r in db_api.process_list(
-            self.db, binary=registration.SCHEDULER)}
-        identity = self.identity or db_api.database_identity(self.db)
-        warnings = []
-        for host in sorted(h for h in up - registered if h):
-            message = (
-                '%s on host %s is up but has never registered in this lease '
-                'database (%s, identity %s): it does not run LeaseFilter '
-                'against it. Check its [nova_lease_database] connection and '
-                '[filter_scheduler] enabled_filters, and compare with '
-                'nova-lease-manage process list'
-                % (registration.SCHEDULER, host,
-                   registration.safe_url(self.db.url), identity))
-            LOG.warning(message)
-            warnings.append(message)
-        return warnings
-
-    def _service_check_loop(self):
-        # Until the first check succeeds (Nova may start after the
-        # engine), every minute; then every engine_service_check_interval.
-        interval = self.opts.engine_service_check_interval
-        done = False
-        while not self._beats.is_set():
-            try:
-                self.check_registrations()
-                done = True
-            except Exception as e:
-                LOG.warning('Lease engine %(id)s could not check Nova\'s '
-                            'scheduler services: %(error)s',
-                            {'id': self.engine_id, 'error': e})
-            if done and not interval:
-                return
-            if self._beats.wait(interval if done else 60):
-                return
+        return self.liveness.check_registrations()
 
     # -- actions (worker threads) -----------------------------------------
 
@@ -1071,9 +665,8 @@ class Engine(object):
                 LOG.info('Skipped %(type)s of lease %(lease)s: %(why)s',
                          {'type': event['event_type'],
                           'lease': lease['id'], 'why': event['_skip']})
-                result = self._result(event, _E.DONE,
-                                      last_error='skipped: %s'
-                                      % event['_skip'])
+                result = outcomes.result(
+                    event, _E.DONE, last_error='skipped: %s' % event['_skip'])
                 notices = ()
             else:
                 try:
@@ -1130,18 +723,17 @@ class Engine(object):
 
     def _park(self, job, plugin, wait, what):
         """Watch a plugin's Wait of job (see nova_lease.plugins.base)."""
-        entry = _Waiting(job, plugin, wait, '%s: %s' % (what, wait.what),
-                         self.opts.plugin_call_timeout)
+        entry = jobs.Waiting(job, plugin, wait, '%s: %s' % (what, wait.what),
+                             self.opts.plugin_call_timeout)
         LOG.debug('%(job)s waits for %(what)s',
                   {'job': job.guard.describe, 'what': wait.what})
         with self._lock:
             job.waits += 1
             if job.state == 'waiting':
-                self._waiting.append(entry)
+                self.observer.add([entry])
             else:
                 job.parked.append(entry)
-        self._start_observer()
-        self._observe.set()
+        self.observer.start()
 
     def _wait_for(self, job):
         """After the job's plugin calls: True if it now waits (its worker
@@ -1151,180 +743,18 @@ class Engine(object):
             if not job.waits or job.state != 'running':
                 return False
             job.state = 'waiting'
-            self._waiting.extend(job.parked)
+            self.observer.add(job.parked)
             job.parked = []
-        self._observe.set()
+        self.observer.start()
         return True
 
-    def _start_observer(self):
-        with self._lock:
-            if self._observer is not None or self._shutting_down:
-                return
-            self._observer = threading.Thread(
-                target=self._observe_loop, name='lease-observer',
-                daemon=True)
-        self._observer.start()
+    def _resume_later(self, entry, server, error):
+        """The observer saw a Wait over: resume its job in a worker.
 
-    def _observe_loop(self):
-        """Watch the waited servers: one batched poll per interval, and
-        one GET of each server that sent a notification meanwhile.
+        :raises RuntimeError: the engine is stopping (its claims are
+            released).
         """
-        while not self._shutting_down:
-            with self._lock:
-                entries = list(self._waiting)
-                if not entries:
-                    self._poll_due = None
-            if not entries:
-                self._observe.wait(self.opts.engine_max_sleep)
-                self._observe.clear()
-                continue
-            interval = min(getattr(e.plugin.compute, 'poll_interval', 1.0)
-                           for e in entries)
-            with self._lock:
-                if self._poll_due is None:
-                    # New waits: their first batched look is one
-                    # interval on (or sooner, at a notification).
-                    self._poll_due = time.monotonic() + self._poll_interval(
-                        interval)
-                delay = self._poll_due - time.monotonic()
-            if delay > 0 and not self._notified:
-                self._observe.wait(delay)
-            self._observe.clear()
-            with self._lock:
-                notified, self._notified = self._notified, {}
-                entries = list(self._waiting)
-                full = time.monotonic() >= self._poll_due
-                if full:
-                    self._poll_due = time.monotonic() + self._poll_interval(
-                        interval)
-            try:
-                if full:
-                    self._poll(entries, notified)
-                elif notified:
-                    self._poll_notified(entries, notified)
-            except Exception:
-                LOG.exception('Lease engine %s: error while watching '
-                              'servers', self.engine_id)
-
-    def _poll_interval(self, interval):
-        """Seconds to the next batched poll.
-
-        While Nova's notifications reach this process, each waited server
-        is looked at when its own notification comes, and the batched
-        poll, a list of every server changed since the earliest wait, is
-        only the safety net for a lost one: it runs every
-        ``engine_max_sleep`` seconds instead of every ``interval`` (in a
-        burst of a hundred starts, a list per second costs Nova more than
-        the starts). Notifications count as reaching it once one came,
-        until a batched poll finds a wait over that no notification
-        announced (see :meth:`_poll`).
-        """
-        if self._notices_flow:
-            return max(interval, self.opts.engine_max_sleep)
-        return interval
-
-    def _poll(self, entries, notified=()):
-        """One list of every server changed since the earliest wait
-        began, per compute client (``notified``: the waited servers whose
-        notification came since the last look).
-        """
-        groups = collections.defaultdict(list)
-        for entry in entries:
-            groups[id(entry.plugin.compute)].append(entry)
-        for group in groups.values():
-            client = group[0].plugin.compute
-            try:
-                changed = client.list_servers_changed_since(
-                    min(e.since for e in group))
-            except Exception as e:
-                LOG.warning('Lease engine %(id)s: cannot list the servers '
-                            'it waits for (%(error)s); trying again',
-                            {'id': self.engine_id, 'error': e})
-                changed = {}
-            for entry in group:
-                server_id = entry.wait.server_id
-                if (self._look(entry, client, changed) and
-                        self._notices_flow and server_id not in notified
-                        and server_id not in self._notified):
-                    # Over, and its notification has not come: do not
-                    # count on them until the next one.
-                    LOG.debug('Lease engine %(id)s: %(what)s is over '
-                              'without a notification; polling every '
-                              '%(interval)s s', {
-                                  'id': self.engine_id, 'what': entry.what,
-                                  'interval': getattr(
-                                      client, 'poll_interval', 1.0)})
-                    self._notices_flow = False
-
-    def _poll_notified(self, entries, notified):
-        """Look at the waited servers that sent a notification: as the
-        notification shows them when that ends their wait (a finished
-        unshelve), else with one GET each (a batched poll lists every
-        server changed since the earliest wait, a hundred in a burst of
-        starts).
-        """
-        servers = {}
-        for entry in entries:
-            server_id = entry.wait.server_id
-            if server_id not in notified:
-                continue
-            client = entry.plugin.compute
-            shown = notified[server_id]
-            if shown is not None and entry.wait.outcome(shown) == 'done':
-                self._look(entry, client, {server_id: shown})
-                continue
-            key = (id(client), server_id)
-            if key not in servers:
-                try:
-                    servers[key] = {server_id: client.get_server(server_id)}
-                except Exception as e:
-                    # Seen at the next batched poll.
-                    LOG.debug('Lease engine %(id)s: cannot read server '
-                              '%(server)s: %(error)s',
-                              {'id': self.engine_id, 'server': server_id,
-                               'error': e})
-                    servers[key] = {}
-            self._look(entry, client, servers[key])
-
-    def _look(self, entry, client, changed):
-        """Resume the entry's job if its wait is over; True if it was."""
-        if entry.job.guard.cancelled:
-            self._unwatch(entry)
-            return False
-        server = changed.get(entry.wait.server_id)
-        outcome = entry.wait.outcome(server) if server is not None else None
-        error = None
-        if outcome is None and time.monotonic() > entry.deadline:
-            # One last look of its own before giving up.
-            try:
-                server = client.get_server(entry.wait.server_id)
-            except compute.ServerNotFound:
-                server = None
-            except Exception:
-                pass
-            outcome = entry.wait.outcome(server)
-            if outcome is None:
-                error = PluginTimeout(what=entry.what,
-                                      timeout=self.opts.plugin_call_timeout)
-        if outcome == 'failed':
-            error = entry.wait.failure(server)
-        if outcome is None and error is None:
-            return False
-        if not self._unwatch(entry):
-            return False
-        try:
-            self._pool.submit(self._resume, entry, server, error)
-        except RuntimeError:    # stopping: its claim is released
-            pass
-        return True
-
-    def _unwatch(self, entry):
-        with self._lock:
-            try:
-                self._waiting.remove(entry)
-            except ValueError:
-                return False
-        return True
+        self._pool.submit(self._resume, entry, server, error)
 
     def _resume(self, entry, server, error):
         """In a worker: continue a job once a Wait of it is over."""
@@ -1356,7 +786,7 @@ class Engine(object):
                 return
             job.state = 'running'
             # The other Waits of a failed job are dropped.
-            self._waiting = [e for e in self._waiting if e.job is not job]
+            self.observer.drop(job)
         event = job.event
         if failure is not None:
             result, notices = self._failure(event, event['lease'], failure)
@@ -1368,7 +798,7 @@ class Engine(object):
     def _finish(self, job, result, notices):
         """Hand the job's result to the recorder.
 
-        Returns _RETIRE when the job timed out meanwhile (its failure is
+        Returns jobs.RETIRE when the job timed out meanwhile (its failure is
         recorded already, this result is dropped, and the worker thread
         that ran it has been replaced).
         """
@@ -1378,7 +808,7 @@ class Engine(object):
                             'time-out; result dropped',
                             {'type': job.event['event_type'],
                              'lease': job.event['lease_id']})
-                return _RETIRE
+                return jobs.RETIRE
             job.notices = notices
             job.result = result
             self._finished.append(job)
@@ -1388,16 +818,13 @@ class Engine(object):
             self._wakeup.set()
         return None
 
-    def _max_retries(self, lease):
-        retries = lease.get('retries')
-        return self.opts.max_retries if retries is None else retries
-
     def _act(self, job, event, lease):
         etype = event['event_type']
-        limit = self._max_retries(lease) + 1
+        limit = outcomes.max_retries(lease, self.opts) + 1
         if event['attempts'] > limit:
-            raise GaveUp(attempts=event['attempts'] - 1,
-                         error=event.get('last_error') or 'none recorded')
+            raise jobs.GaveUp(attempts=event['attempts'] - 1,
+                              error=event.get('last_error') or
+                              'none recorded')
         method = ACTIONS.get(etype)
         if method is None:
             raise exception.NovaLeaseException(
@@ -1416,7 +843,7 @@ class Engine(object):
                        reservation.get('resource_id')))
             plugin = self.plugins.get(rtype)
             if plugin is None:
-                raise NoPlugin(type=rtype)
+                raise jobs.NoPlugin(type=rtype)
             job.guard.check(what, side_effect=False)
             job.call_what = what
             with self._lock:
@@ -1440,92 +867,19 @@ class Engine(object):
             self._send(notifications.BEFORE_END, lease)
         return notes
 
-    def _result(self, event, event_status, **extra):
-        result = {'event_id': event['id'], 'lease_id': event['lease_id'],
-                  'status': str(event_status)}
-        result.update(extra)
-        return result
-
     def _success(self, event, lease, notes=()):
-        """The result of a finished action.
-
-        ``notes``: what the plugins said about it (see
-        nova_lease.plugins.base: e.g. servers left alone); they become
-        the lease's status_reason (None clears an old one) and the
-        event's last_error, and go with its notification.
-        """
-        etype = event['event_type']
+        """The result and notices of a finished action (see outcomes)."""
         self.stats['done'] += 1
-        note = '; '.join(notes) or None
-        extra = {}
-        if note:
-            LOG.warning('%(type)s of lease %(lease)s: %(note)s',
-                        {'type': etype, 'lease': lease['id'],
-                         'note': note})
-            extra = {'status_reason': note, 'last_error': note}
-        new = None
-        if etype == _T.START_LEASE:
-            new = _L.ACTIVE
-            extra.update({'lease_status': str(new),
-                          'lease_expected': [str(_L.STARTING)],
-                          'status_reason': note,
-                          'reservation_status': str(_R.ACTIVE),
-                          'reservation_expected': [str(_R.PENDING)]})
-        elif etype == _T.END_LEASE:
-            new = _L.TERMINATED
-            extra.update({'lease_status': str(new),
-                          'lease_expected': [str(_L.TERMINATING)],
-                          'status_reason': note,
-                          'reservation_status': str(_R.DELETED),
-                          'reservation_expected': _sources(
-                              status.RESERVATION, _R.DELETED)})
-        notices = ()
-        if etype in _SUCCESS_NOTICES:
-            notices = ((_SUCCESS_NOTICES[etype],
-                        dict(lease, status=str(new), status_reason=note)),)
-        LOG.debug('%(type)s of lease %(lease)s done',
-                  {'type': etype, 'lease': lease['id']})
-        return self._result(event, _E.DONE, **extra), notices
+        return outcomes.success(event, lease, notes)
 
     def _failure(self, event, lease, error):
-        etype = event['event_type']
-        attempts = event['attempts']
-        retries = self._max_retries(lease)
-        message = str(error) or type(error).__name__
-        now = timeutils.utcnow()
-        if attempts <= retries and not isinstance(error, GaveUp):
-            self.stats['retried'] += 1
-            delay = self.opts.retry_interval * 2 ** (attempts - 1)
-            at = now + datetime.timedelta(seconds=delay)
-            reason = ('%s failed (attempt %d of %d), retrying at %s UTC: %s'
-                      % (etype, attempts, retries + 1,
-                         at.strftime('%Y-%m-%d %H:%M:%S'), message))
-            LOG.warning('Lease %(lease)s: %(reason)s',
-                        {'lease': lease['id'], 'reason': reason})
-            extra = {'last_error': message, 'next_attempt_at': at,
-                     'status_reason': reason}
-            if etype == _T.START_LEASE:
-                extra.update(lease_status=str(_L.PENDING),
-                             lease_expected=[str(_L.STARTING)])
-            return self._result(event, _E.UNDONE, **extra), ()
-        self.stats['failed'] += 1
-        reason = ('%s failed %d time(s), giving up: %s. Fix the cause, then '
-                  'retry by setting event %s back to UNDONE%s.'
-                  % (etype, attempts, message, event['id'],
-                     ' (and the lease back to PENDING)'
-                     if etype == _T.START_LEASE else ''))
-        LOG.error('Lease %(lease)s is now ERROR: %(reason)s',
-                  {'lease': lease['id'], 'reason': reason})
-        extra = {'last_error': message, 'status_reason': reason,
-                 'lease_status': str(_L.ERROR),
-                 'lease_expected': _sources(status.LEASE, _L.ERROR),
-                 'reservation_status': str(_R.ERROR),
-                 'reservation_expected': _sources(status.RESERVATION,
-                                                  _R.ERROR)}
-        notices = ((notifications.ERROR,
-                    dict(lease, status=str(_L.ERROR),
-                         status_reason=reason)),)
-        return self._result(event, _E.ERROR, **extra), notices
+        """The result and notices of a failed action: retried later, or
+        the lease in ERROR (see outcomes).
+        """
+        result, notices = outcomes.failure(event, lease, error, self.opts)
+        self.stats['retried' if result['status'] == _E.UNDONE
+                   else 'failed'] += 1
+        return result, notices
 
     # -- notifications ----------------------------------------------------
 

@@ -36,6 +36,7 @@ from nova_lease.db import migration  # noqa: E402
 from nova_lease import exception  # noqa: E402
 from nova_lease.periodic import engine as lease_engine  # noqa: E402
 from nova_lease.periodic import events as lease_events  # noqa: E402
+from nova_lease.periodic import jobs  # noqa: E402
 from nova_lease.plugins import base as plugin_base  # noqa: E402
 from nova_lease.plugins import noop  # noqa: E402
 
@@ -362,7 +363,7 @@ class HeartbeatTest(testtools.TestCase):
             _conf(engine_heartbeat_interval=1, engine_heartbeat_timeout=10),
             db=self.db, engine_id=name)
         self.addCleanup(engine.close)
-        engine._register()
+        engine.liveness.register()
         engine.beat()
         return engine
 
@@ -519,30 +520,29 @@ class SafetyNetPollTest(testtools.TestCase):
         self.addCleanup(self.engine.close)
 
     def _waiting(self, server_id):
-        job = lease_engine._Job({'id': 'e-' + server_id, 'lease_id': 'l',
-                                 'event_type': 'start_lease',
-                                 'attempts': 1})
-        entry = lease_engine._Waiting(
+        job = jobs.Job({'id': 'e-' + server_id, 'lease_id': 'l',
+                        'event_type': 'start_lease', 'attempts': 1})
+        entry = jobs.Waiting(
             job, _Plugin(_ListingCompute(server_id)),
             plugin_base.Wait(server_id, ('ACTIVE',), None), 'a start', 60)
-        self.engine._waiting.append(entry)
+        self.engine.observer.waiting.append(entry)
         return entry
 
     def test_no_notification_yet_polls_every_interval(self):
         self.assertFalse(self.engine.notices_flow)
-        self.assertEqual(1.0, self.engine._poll_interval(1.0))
+        self.assertEqual(1.0, self.engine.observer.poll_interval(1.0))
 
     def test_poll_is_a_safety_net_while_notifications_come(self):
         self.engine.observe_now('another-server')
         self.assertTrue(self.engine.notices_flow)
-        self.assertEqual(10, self.engine._poll_interval(1.0))
+        self.assertEqual(10, self.engine.observer.poll_interval(1.0))
 
     def test_wait_over_without_its_notification_resumes_polling(self):
         self.engine.observe_now('another-server')
-        self.engine._poll([self._waiting('s1')])
-        self.assertEqual([], self.engine._waiting)
+        self.engine.observer.poll([self._waiting('s1')])
+        self.assertEqual([], self.engine.observer.waiting)
         self.assertFalse(self.engine.notices_flow)
-        self.assertEqual(1.0, self.engine._poll_interval(1.0))
+        self.assertEqual(1.0, self.engine.observer.poll_interval(1.0))
 
     def _resumed(self):
         resumed = []
@@ -555,8 +555,8 @@ class SafetyNetPollTest(testtools.TestCase):
         resumed = self._resumed()
         shown = hook.server_of_payload({'uuid': 's1', 'state': 'active',
                                         'task_state': None})
-        self.engine._poll_notified([entry], {'s1': shown})
-        self.assertEqual([], self.engine._waiting)
+        self.engine.observer.poll_notified([entry], {'s1': shown})
+        self.assertEqual([], self.engine.observer.waiting)
         self.assertEqual([('s1', shown, None)], resumed)
         self.assertFalse(hasattr(entry.plugin.compute, 'gets'))
 
@@ -566,7 +566,7 @@ class SafetyNetPollTest(testtools.TestCase):
                  'task_state': 'spawning'})):
             entry = self._waiting('s1')
             resumed = self._resumed()
-            self.engine._poll_notified([entry], {'s1': shown})
+            self.engine.observer.poll_notified([entry], {'s1': shown})
             self.assertEqual(['s1'], entry.plugin.compute.gets)
             self.assertEqual('s1', resumed[0][0])
 
@@ -587,6 +587,6 @@ class SafetyNetPollTest(testtools.TestCase):
         # The notification arrived just before the batched poll, which
         # then saw the server first.
         self.engine.observe_now('s1')
-        self.engine._poll([self._waiting('s1')], notified={'s1'})
-        self.assertEqual([], self.engine._waiting)
+        self.engine.observer.poll([self._waiting('s1')], notified={'s1'})
+        self.assertEqual([], self.engine.observer.waiting)
         self.assertTrue(self.engine.notices_flow)
