@@ -74,9 +74,9 @@ from oslo_log import log as logging
 from oslo_utils import timeutils
 
 from nova_lease import calendar
+from nova_lease.calendar import fit
 from nova_lease.db import api as db_api
 from nova_lease import exception
-from nova_lease.scheduler import fit
 from nova_lease import status
 
 LOG = logging.getLogger(__name__)
@@ -455,7 +455,7 @@ class _Admission(object):
             else:
                 until = l_end
             out.setdefault(node, []).append(
-                (calendar._to_us(until),) + tuple(size[:3]))
+                (calendar.to_us(until),) + tuple(size[:3]))
         return out
 
     def _window(self, live):

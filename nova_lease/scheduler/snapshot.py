@@ -505,7 +505,7 @@ def _server_row(raw, allocations):
     size = raw[8]
     if size is None:
         return None
-    to_us = calendar._to_us
+    to_us = calendar.to_us
     host, a_start, a_end = None, 0, 0
     group = allocations.get(raw[0])
     if group is not None:

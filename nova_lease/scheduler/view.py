@@ -31,11 +31,11 @@ from oslo_serialization import jsonutils
 from oslo_utils import timeutils
 
 from nova_lease import calendar
+from nova_lease.calendar import fit
 from nova_lease import conf as lease_conf
 from nova_lease.db import api as db_api
 from nova_lease import exception as lease_exception
 from nova_lease import params
-from nova_lease.scheduler import fit
 from nova_lease.scheduler import snapshot
 from nova_lease import status
 
@@ -461,11 +461,11 @@ def host_loads(host_states, snap, now, reserved):
                 if entry is not None:
                     end, size = entry
                     l_own.append(k)
-                    l_end.append(calendar._to_us(end))
+                    l_end.append(calendar.to_us(end))
                     l_size.append(size[:3])
         if found_rows:
             own, until, size = _leased_rows(found_k, found_rows, keys,
-                                            calendar._to_us(now))
+                                            calendar.to_us(now))
             return fit.Loads.from_arrays(
                 keys, cap, used, np.ones(n, bool),
                 np.concatenate((np.asarray(l_own, np.int64), own)),

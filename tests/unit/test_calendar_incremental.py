@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 import testtools
 
 from nova_lease import calendar
-from nova_lease.scheduler import fit
+from nova_lease.calendar import fit
 from tests.unit import test_calendar as base
 
 T = base.T
@@ -64,7 +64,7 @@ def _assert_same(test, full, inc, rng, rounds=20,
             test.assertEqual(
                 full.free_periods(h, demand, unit, s, e),
                 inc.free_periods(h, demand, unit, s, e), h)
-        # What the scheduler asks (nova_lease.scheduler.fit), with
+        # What the scheduler asks (nova_lease.calendar.fit), with
         # leased servers on the hosts.
         loads = fit.Loads.from_host_loads([
             fit.HostLoad(h, calendar.HostCapacity(8, 10, 8), (1, 1, 1),
@@ -108,7 +108,7 @@ class IncrementalPropertyTest(testtools.TestCase):
         super().setUp()
         # Always splice (small calendars would be rebuilt in full).
         self.useFixture(fixtures.MonkeyPatch(
-            'nova_lease.calendar._REBUILD_SHARE', 1e9))
+            'nova_lease.calendar.store.REBUILD_SHARE', 1e9))
 
     @settings(max_examples=150, deadline=None, database=None)
     @given(st.data())
@@ -150,7 +150,7 @@ class IncrementalLargeTest(testtools.TestCase):
     def setUp(self):
         super().setUp()
         self.useFixture(fixtures.MonkeyPatch(
-            'nova_lease.calendar._REBUILD_SHARE', 1e9))
+            'nova_lease.calendar.store.REBUILD_SHARE', 1e9))
 
     def _item(self, rng, host=None):
         minute = datetime.timedelta(minutes=1)

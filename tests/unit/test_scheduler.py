@@ -533,7 +533,7 @@ def _reference_leased(host_states, snap, now):
             entry = view.leased_entry(res, view.host_key(hs), size, snap,
                                       now)
             if entry is not None:
-                out.append((k, calendar._to_us(entry[0]),
+                out.append((k, calendar.to_us(entry[0]),
                             tuple(entry[1][:3])))
     return sorted(out)
 

@@ -9,7 +9,7 @@
 # WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
 # License for the specific language governing permissions and limitations
 # under the License.
-"""nova_lease.scheduler.fit against the calendar's own single-host answers.
+"""nova_lease.calendar.fit against the calendar's own single-host answers.
 
 The batch queries of fit.py read the calendar's internal arrays; here every
 answer is compared with a Calendar built the slow, obvious way (current
@@ -24,7 +24,7 @@ import random
 import testtools
 
 from nova_lease import calendar
-from nova_lease.scheduler import fit
+from nova_lease.calendar import fit
 
 T0 = datetime.datetime(2030, 1, 1)
 EPOCH = datetime.datetime(2000, 1, 1)

@@ -42,9 +42,9 @@ import math
 
 import numpy as np
 
-from nova_lease import calendar as cal_mod
+from nova_lease.calendar import store as arrays
 
-_INF = cal_mod._INF
+_INF = arrays.INF
 
 
 class HostLoad(collections.namedtuple(
@@ -165,7 +165,7 @@ class Loads(object):
         loads = cls()
         for hl in host_loads:
             loads.add(hl.host, hl.capacity, hl.used,
-                      [(cal_mod._to_us(end), s.vcpus, s.memory_mb,
+                      [(arrays.to_us(end), s.vcpus, s.memory_mb,
                         s.disk_gb) for end, s in hl.leased])
         return loads.done()
 
@@ -200,8 +200,8 @@ def _peaks(cal, hidx, ts, te):
     i = cal._locate(h, ts[ok], 'right')
     j = cal._locate(h, te[ok], 'left')
     pv, pm, pd = cal._range_max(i, j)
-    vcpus[ok] = (pv % cal_mod._W) >> cal_mod._COUNT_BITS
-    whole[ok] = pv >= cal_mod._W
+    vcpus[ok] = (pv % arrays.W) >> arrays.COUNT_BITS
+    whole[ok] = pv >= arrays.W
     mem[ok] = pm
     disk[ok] = pd
     return vcpus, mem, disk, whole
@@ -274,7 +274,7 @@ def fits(cal, loads, demand, start, end):
     (or None). An empty interval fits wherever the capacity is known.
     """
     loads = _as_loads(loads)
-    s_us, e_us = cal_mod._to_us(start), cal_mod._end_us(end)
+    s_us, e_us = arrays.to_us(start), arrays.end_us(end)
     if e_us <= s_us or not len(loads):
         return loads.known.tolist()
     owner, ts, te, running = _steps(loads, s_us, e_us)
@@ -302,15 +302,15 @@ def slack_seconds(cal, loads, demand, start, end):
     out = np.where(loads.known, math.inf, -math.inf)
     if end is None or cal is None or not len(loads):
         return out.tolist()
-    e_us = cal_mod._to_us(end)
+    e_us = arrays.to_us(end)
     hidx = _host_index(cal, loads)
     rows = np.flatnonzero(loads.known & (hidx >= 0))
     if not len(rows):
         return out.tolist()
     running = _running_after(loads, e_us)[:, rows]
     left = loads.cap[:, rows] - loads.unleased[:, rows] - running
-    tv = np.minimum((np.minimum(left[0], cal_mod._MAX_VCPUS) -
-                     demand.vcpus + 1) * cal_mod._K, cal_mod._W)
+    tv = np.minimum((np.minimum(left[0], arrays.MAX_VCPUS) -
+                     demand.vcpus + 1) * arrays.K, arrays.W)
     tm = left[1] - demand.memory_mb
     td = left[2] - demand.disk_gb
     h = hidx[rows]
@@ -334,7 +334,7 @@ def next_promise_seconds(cal, hosts, now):
     ok = idx >= 0
     if not ok.any():
         return [math.inf] * len(hosts)
-    now_us = cal_mod._to_us(now)
+    now_us = arrays.to_us(now)
     starts = cal._next_starts(np.where(ok, idx, 0), now_us)
     starts = np.where(ok, starts, _INF)
     return np.where(starts >= _INF, math.inf,
