@@ -29,12 +29,13 @@ maximum, so that a request costs a few numpy operations over (hosts +
 running leased servers), whatever the number of allocations (see
 benchmarks/scheduler.py).
 
-NOTE: this module reads the internal arrays of
-:class:`nova_lease.calendar.Calendar` (the same ones its own batch queries
-use) because the calendar's public queries take one capacity per host,
-fixed when it is built, while here the free capacity of each host changes
-with every request. tests/unit/test_scheduler_fit.py checks every answer
-against the calendar's public single-host methods.
+This module belongs to the calendar package: it reads the calendar's
+arrays (the same ones the Calendar's own batch queries use) because the
+Calendar's queries take one capacity per host, fixed when it is built,
+while here the free capacity of each host changes with every request.
+Code outside the package asks these functions, never the arrays.
+tests/unit/test_scheduler_fit.py checks every answer against the
+calendar's public single-host methods.
 """
 
 import collections
