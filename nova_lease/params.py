@@ -47,9 +47,12 @@ Rules:
 Dates (:func:`parse_datetime`): ``YYYY-MM-DD HH:MM[:SS]`` in UTC, where
 month, day and hour may have one digit (``2013-12-1 16:07``), or ISO 8601
 ``YYYY-MM-DDTHH:MM[:SS[.fff]]`` with an optional ``Z`` or offset
-(``+02:00``, ``+0200``, ``+02``); no offset means UTC. Results are naive
-UTC datetimes with a year in 1970..9999; digits past microseconds are
-dropped.
+(``+02:00``, ``+0200``, ``+02``); no offset means UTC. ``T`` and ``Z``
+may be lower case and a blank may come before the offset. Results are
+naive UTC datetimes with a year in 1970..9999; digits past microseconds
+are dropped. These forms are checked first (``_DATE_RE``, stricter than
+ISO 8601: no date alone, no ``HHMM``), then read by the ``iso8601``
+library.
 
 Durations (:func:`parse_duration`): an int number of seconds (not a bool),
 or a string: digits alone (seconds) or digits followed by ``s``, ``m``,
@@ -71,6 +74,8 @@ import dataclasses
 import datetime
 import json
 import re
+
+import iso8601
 
 from nova_lease import exception
 
@@ -248,27 +253,45 @@ def _parse_datetime(value, field, accepted):
     if not _MIN_YEAR <= year <= 9999:
         raise _error(field, 'range', "'%s' (%s): the year must be between "
                      "%d and 9999", field, value, _MIN_YEAR)
+    bad_offset = bool(g['sign']) and (int(g['oh']) > 23 or
+                                      int(g['om'] or 0) > 59)
     try:
-        dt = datetime.datetime(
-            year, int(g['mo']), int(g['d']), int(g['h']), int(g['mi']),
-            int(g['s'] or 0), int((g['f'] or '0')[:6].ljust(6, '0')))
-    except ValueError as e:
+        dt = iso8601.parse_date(_iso8601(g, offset=not bad_offset),
+                                default_timezone=None)
+    except iso8601.ParseError as e:
         raise _error(field, 'format', "'%s' (%s) is not a valid date (%s)",
                      field, value.strip(), e) from None
-    if g['sign']:
-        hours, minutes = int(g['oh']), int(g['om'] or 0)
-        if hours > 23 or minutes > 59:
-            raise _error(field, 'format', "'%s' (%s) has an invalid UTC "
-                         "offset", field, value)
-        offset = datetime.timedelta(hours=hours, minutes=minutes)
+    if bad_offset:
+        raise _error(field, 'format', "'%s' (%s) has an invalid UTC "
+                     "offset", field, value)
+    if dt.tzinfo is not None:
         try:
-            dt = dt - offset if g['sign'] == '+' else dt + offset
+            dt = dt.astimezone(datetime.timezone.utc).replace(tzinfo=None)
         except OverflowError:
             dt = None
         if dt is None or dt.year < _MIN_YEAR:
             raise _error(field, 'range', "'%s' (%s) in UTC falls outside the "
                          "years %d to 9999", field, value, _MIN_YEAR)
     return dt
+
+
+def _iso8601(g, offset=True):
+    """The accepted date matched by _DATE_RE, as iso8601 reads it.
+
+    Two-digit month, day and hour, ``T``, at most six digits of fraction
+    (digits past microseconds are dropped, not rounded), an upper-case
+    ``Z`` and no blank before the offset; without ``offset`` the offset
+    is left out (naive: a date iso8601 cannot check then).
+    """
+    text = '%s-%02d-%02dT%02d:%s' % (g['y'], int(g['mo']), int(g['d']),
+                                     int(g['h']), g['mi'])
+    if g['s'] is not None:
+        text += ':' + g['s']
+        if g['f'] is not None:
+            text += '.' + g['f'][:6]
+    if g['tz'] and offset:
+        text += 'Z' if g['tz'].upper() == 'Z' else g['tz']
+    return text
 
 
 def parse_duration(value, field, allow_zero=False):
