@@ -30,7 +30,7 @@ import webob
 import webob.dec
 import webob.exc
 
-from nova_lease.api_ext import lease_api
+from nova_lease.api_ext.lease_api import router as lease_router
 from nova_lease.api_ext import servers
 from nova_lease import registration
 
@@ -187,4 +187,4 @@ class LeaseMiddleware(object):
         href = req.host_url + req.script_name + match.group('base')
         # The actions that call Nova's own API (sub-requests) need it.
         req.environ['nova_lease.application'] = self.application
-        return lease_api.handle(req, ctx, match.group('rest'), href)
+        return lease_router.handle(req, ctx, match.group('rest'), href)

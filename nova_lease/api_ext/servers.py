@@ -644,8 +644,8 @@ class ServerCreate(object):
         self._undo(lease_id)
         # (The error itself, which may quote the database, is logged by
         # the caller; the user gets the request id to find it.)
-        from nova_lease.api_ext import lease_api
-        message = lease_api.internal_error_message(
+        from nova_lease.api_ext.lease_api import errors as lease_api_errors
+        message = lease_api_errors.internal_error_message(
             req, 'recording the lease of the new server(s)') + '; '
         if left:
             message += ('these servers could not be deleted: %s'

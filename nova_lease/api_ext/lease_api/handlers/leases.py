@@ -1,0 +1,219 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""Handlers of ``/leases`` (Blazar v1's leases; physical:host reservations).
+
+Bodies and query strings are validated against
+:mod:`..schemas.leases` by the router before a handler runs; the rules
+that need more than their shape (dates, durations, host requests) are
+:mod:`nova_lease.params`', :mod:`nova_lease.hosts`' and
+:mod:`..lease_updates`'.
+"""
+
+from oslo_log import log as logging
+from oslo_utils import strutils
+
+from nova_lease.api_ext import deferred
+from nova_lease.api_ext.lease_api import common
+from nova_lease.api_ext.lease_api import errors
+from nova_lease.api_ext.lease_api import lease_updates
+from nova_lease.api_ext.lease_api import validation
+from nova_lease.api_ext.lease_api import views
+from nova_lease.db import api as db_api
+from nova_lease import enforcement
+from nova_lease import hosts
+from nova_lease import params as lease_params
+from nova_lease.periodic import events as lease_events
+from nova_lease.policies import lease as lease_policies
+from nova_lease import policy
+from nova_lease import status
+
+LOG = logging.getLogger(__name__)
+
+_L = status.LeaseStatus
+
+
+def _get_visible_lease(ctx, lease_id, rule):
+    """The lease, if ctx may act on it with rule; else 404 or 403.
+
+    A lease of another project is reported as not found unless the
+    caller may see every project's leases, so that lease ids cannot be
+    probed.
+    """
+    lease = db_api.lease_get(common.db(), lease_id)
+    target = {'project_id': lease['project_id'],
+              'user_id': lease['user_id']}
+    if not policy.authorize(ctx, rule, target, fatal=False):
+        if lease['project_id'] != ctx.project_id:
+            raise db_api.LeaseNotFound(lease_id=lease_id)
+        policy.authorize(ctx, rule, target)  # raises the 403
+    return lease
+
+
+def _wake_engines():
+    try:
+        from nova_lease.periodic import engine
+    except ImportError:  # pragma: no cover
+        return
+    engine.wake_all()
+
+
+def _wants_all_projects(req):
+    value = req.GET.get('all_projects', req.GET.get('all_tenants'))
+    if value is None:
+        return False
+    try:
+        return strutils.bool_from_string(value, strict=True) or value == ''
+    except ValueError:
+        raise errors.BadRequest(
+            reason="all_projects: must be a boolean such as 1 or true, got "
+                   "%r" % value)
+
+
+def _unwrapped(body):
+    if set(body) == {'lease'} and isinstance(body['lease'], dict):
+        return body['lease']
+    return body
+
+
+def list_leases(req, ctx):
+    """GET /leases: the caller's project's leases (all with all_projects)."""
+    if _wants_all_projects(req):
+        policy.authorize(ctx, lease_policies.LIST_ALL, {'project_id': '*'})
+        project = None
+    else:
+        policy.authorize(ctx, lease_policies.LIST,
+                         {'project_id': ctx.project_id})
+        project = ctx.project_id
+    leases = db_api.lease_list(common.db(), project_id=project)
+    return 200, {'leases': [views.format_lease(lease) for lease in leases]}
+
+
+def show_lease(req, ctx, lease_id):
+    lease = _get_visible_lease(ctx, lease_id, lease_policies.SHOW)
+    return 200, {'lease': views.format_lease(lease)}
+
+
+def _host_requests(raw_reservations):
+    requests = []
+    region = common.region_name()
+    for i, raw in enumerate(raw_reservations):
+        field = 'reservations[%d]' % i
+        rtype = raw['resource_type']
+        if rtype != hosts.RESOURCE_TYPE:
+            raise lease_params.LeaseParamError(
+                field + '.resource_type', 'choice',
+                "'%s.resource_type' (%s) is not supported by the lease API:"
+                " use physical:host here; instances are reserved by booting"
+                " them with --hint reserved=True --hint lease_params=..."
+                % (field, rtype))
+        requests.append((field, hosts.parse_host_request(raw, field,
+                                                         region)))
+    return requests
+
+
+def create_lease(req, ctx):
+    """POST /leases: a Blazar v1 lease body with physical:host reservations.
+
+    Hosts are allocated at once (all or nothing); the events are recorded
+    with the lease, in the same transaction.
+    """
+    policy.authorize(ctx, lease_policies.CREATE,
+                     {'project_id': ctx.project_id, 'user_id': ctx.user_id})
+    body = _unwrapped(validation.json_body(req))
+    now = common.now()
+    opts = common.opts()
+    params, raw_reservations = lease_params.parse_lease_body(
+        body, now, common.max_duration())
+    requests = _host_requests(raw_reservations)
+    db = common.db()
+    # Usage limits ([nova_lease_enforcement]): 403 naming them.
+    enforcement.check_host_lease(common.CONF, db, ctx.project_id,
+                                 params.start, params.end,
+                                 sum(r.max for _f, r in requests), now)
+    before_end = params.effective_before_end(opts.minutes_before_end_lease)
+    values = {
+        'name': params.name, 'project_id': ctx.project_id,
+        'user_id': ctx.user_id, 'start_date': params.start,
+        'end_date': params.end, 'before_end_date': before_end,
+        'status': str(_L.PENDING), 'on_end': params.on_end,
+        'retries': params.retries,
+    }
+    events = lease_events.lease_events(params.start, params.end, before_end)
+    lease = hosts.create_host_lease(db, values, requests, events,
+                                    opts.cleaning_time)
+    LOG.info('Lease %(id)s (%(name)s) created for project %(project)s: '
+             '%(start)s to %(end)s',
+             {'id': lease['id'], 'name': lease['name'],
+              'project': ctx.project_id, 'start': params.start,
+              'end': params.end})
+    if params.start_now:
+        _wake_engines()
+    return 201, {'lease': views.format_lease(lease)}
+
+
+def update_lease(req, ctx, lease_id):
+    """PUT /leases/{id}: rename; move/resize the window (Blazar's rules).
+
+    Before the start the window may move (the hosts are kept when free,
+    else chosen again, else 409); after the start the start is frozen and
+    the end may be shortened down to now or extended while the same hosts
+    stay free. An invalid update changes nothing.
+    """
+    lease = _get_visible_lease(ctx, lease_id, lease_policies.UPDATE)
+    body = _unwrapped(validation.json_body(req))
+    lease_updates.check_update_body(body)
+    try:
+        lease = lease_updates.update_lease(common.db(), lease, body,
+                                           common.now())
+    except db_api.StatusConflict as e:
+        raise lease_updates.LeaseBusy(lease_id=lease_id, status=e.actual,
+                                      action='this update',
+                                      hint='; retry in a moment')
+    _wake_engines()
+    return 200, {'lease': views.format_lease(lease)}
+
+
+def delete_lease(req, ctx, lease_id):
+    """DELETE /leases/{id}.
+
+    A lease that holds nothing yet (pending host lease) or nothing any
+    more (TERMINATED) is removed. A started one ends now: the engine
+    releases its resources (hosts back in the free pool, servers removed)
+    and it stays visible as TERMINATED.
+    """
+    _get_visible_lease(ctx, lease_id, lease_policies.DELETE)
+    try:
+        done = lease_updates.delete_lease(common.db(), lease_id,
+                                          common.now())
+    except db_api.StatusConflict as e:
+        raise lease_updates.LeaseBusy(lease_id=lease_id, status=e.actual,
+                                      action='deleting it',
+                                      hint='; retry in a moment')
+    if done == 'ending':
+        _wake_engines()
+    return 204, None
+
+
+def create_reserved_server(req, ctx, lease_id, reservation_id):
+    """POST /leases/{id}/reservations/{id}/server (admin/service).
+
+    Creates, as the lease's owner, the server of a reservation whose
+    server is created at the lease's start, and links it; idempotent
+    (see nova_lease.api_ext.deferred). 201 when created now, 200 when it
+    existed; Nova's refusal keeps Nova's code and message. The request
+    body is not read (the engine sends ``{}``).
+    """
+    _get_visible_lease(ctx, lease_id, lease_policies.CREATE_SERVER)
+    created, server_id = deferred.create_server(
+        req, ctx, lease_id, reservation_id,
+        req.environ['nova_lease.application'])
+    return (201 if created else 200), {'server': {'id': server_id}}

@@ -1,0 +1,152 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""The lease API's route table and :func:`handle`, its one entry point.
+
+:data:`ROUTES` declares every resource (placement's
+``ROUTE_DECLARATIONS``): a path template below ``/os-reservation`` ->
+{method: :class:`Route`}. :func:`handle` finds the route, refuses what
+no handler should see (401, 404, 405, control characters in the ids of
+the path), calls the handler and turns what it returns or raises into a
+response in Blazar's shape.
+"""
+
+import collections
+import re
+
+from nova import exception as nova_exception
+from oslo_db import exception as db_exc
+from oslo_log import log as logging
+
+from nova_lease.api_ext.lease_api import errors
+from nova_lease.api_ext.lease_api.handlers import hosts
+from nova_lease.api_ext.lease_api.handlers import leases
+from nova_lease.api_ext.lease_api.handlers import root
+from nova_lease import exception
+from nova_lease import params as lease_params
+
+LOG = logging.getLogger(__name__)
+
+#: A handler, called as ``handler(req, ctx, **url_params)``.
+Route = collections.namedtuple('Route', ['handler'])
+
+#: Path template (``{name}``: one path segment, passed to the handler as
+#: ``name``) -> {method: Route}. The first template that matches the
+#: path decides (a 405 if it has no route for the method): literal paths
+#: come before the templates they would also match.
+ROUTES = {
+    '/leases': {
+        'GET': Route(leases.list_leases),
+        'POST': Route(leases.create_lease),
+    },
+    '/leases/{lease_id}': {
+        'GET': Route(leases.show_lease),
+        'PUT': Route(leases.update_lease),
+        'DELETE': Route(leases.delete_lease),
+    },
+    '/leases/{lease_id}/reservations/{reservation_id}/server': {
+        'POST': Route(leases.create_reserved_server),
+    },
+    '/os-hosts': {
+        'GET': Route(hosts.list_hosts),
+        'POST': Route(hosts.create_host),
+    },
+    '/os-hosts/allocations': {
+        'GET': Route(hosts.list_host_allocations),
+    },
+    '/os-hosts/properties': {
+        'GET': Route(hosts.list_host_properties),
+    },
+    '/os-hosts/{host_id}/allocation': {
+        'GET': Route(hosts.show_host_allocation),
+    },
+    '/os-hosts/{host_id}': {
+        'GET': Route(hosts.show_host),
+        'PUT': Route(hosts.update_host),
+        'DELETE': Route(hosts.delete_host),
+    },
+}
+
+#: Paths of the version document.
+_VERSION_PATHS = ('', '/v1', '/v1.0')
+
+
+def _regex(template):
+    pattern = re.sub(r'\\{(\w+)\\}', r'(?P<\1>[^/]+)', re.escape(template))
+    return re.compile('^%s/?$' % pattern)
+
+
+_COMPILED = [(_regex(template), methods)
+             for template, methods in ROUTES.items()]
+
+
+def _match(rest):
+    for regex, methods in _COMPILED:
+        match = regex.match(rest)
+        if match:
+            return methods, match.groupdict()
+    return None, None
+
+
+def handle(req, ctx, rest, base_href):
+    """Serve one request below /os-reservation; return a webob Response.
+
+    ``rest`` is the path after the mount point ('' or '/leases/...');
+    ``base_href`` the URL of the mount point (for the version document).
+    """
+    rest = rest or ''
+    try:
+        if rest.rstrip('/') in _VERSION_PATHS:
+            if req.method not in ('GET', 'HEAD'):
+                raise errors.MethodNotAllowed(method=req.method,
+                                              path='the version document')
+            code, body = root.version_document(req, ctx, base_href)
+            return errors.json_response(code, body)
+        methods, kwargs = _match(rest)
+        if methods is None:
+            raise errors.ResourceNotFound(path=rest)
+        route = methods.get(req.method)
+        if route is None:
+            allowed = ', '.join(sorted(methods))
+            resp = errors.error_response(
+                405, 'Method %s is not allowed on %s (allowed: %s)'
+                % (req.method, rest, allowed), 'MethodNotAllowed')
+            resp.headers['Allow'] = allowed
+            return resp
+        if ctx is None:
+            return errors.error_response(401, 'authentication required',
+                                         'Unauthorized')
+        for key, value in kwargs.items():
+            # Ids come from the URL, percent-decoded: no control
+            # characters (PostgreSQL cannot even compare a NUL).
+            lease_params.check_text(value, key)
+        code, body = route.handler(req, ctx, **kwargs)
+        return errors.json_response(code, body)
+    except exception.NovaLeaseException as e:
+        if e.code >= 500:
+            return errors.internal_error(req, rest)
+        return errors.error_response(e.code, str(e), type(e).__name__)
+    except nova_exception.PolicyNotAuthorized as e:
+        return errors.error_response(403, e.format_message(), 'Forbidden')
+    except nova_exception.NovaException as e:
+        code = getattr(e, 'code', 500) or 500
+        if code >= 500:
+            return errors.internal_error(req, rest)
+        return errors.error_response(code, e.format_message(),
+                                     type(e).__name__)
+    except db_exc.DBDeadlock:
+        LOG.warning('Lease API %s %s: database contention', req.method,
+                    rest)
+        return errors.error_response(409, 'the database is busy with '
+                                     'conflicting requests; retry',
+                                     'Conflict')
+    except Exception:
+        return errors.internal_error(req, rest)

@@ -1,0 +1,95 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""How the lease API shows leases, hosts and allocations (Blazar v1's
+field names; dates as ``2017-12-26T12:00:00.000000``)."""
+
+from nova_lease import params as lease_params
+
+
+def _dt(value):
+    if isinstance(value, str) or value is None:
+        return value
+    return lease_params.format_datetime(value)
+
+
+_RESERVATION_FIELDS = ('id', 'lease_id', 'resource_id', 'resource_type',
+                       'status', 'aggregate_id', 'created_at', 'updated_at')
+
+
+def format_reservation(reservation):
+    """A reservation as Blazar shows it: its request flattened in."""
+    out = {}
+    for key, value in (reservation.get('properties') or {}).items():
+        out[key] = value
+    for key in _RESERVATION_FIELDS:
+        value = reservation.get(key)
+        out[key] = _dt(value) if key.endswith('_at') else value
+    return out
+
+
+def format_event(event):
+    return {'id': event['id'], 'lease_id': event['lease_id'],
+            'event_type': event['event_type'], 'time': _dt(event['time']),
+            'status': event['status'],
+            'created_at': _dt(event.get('created_at')),
+            'updated_at': _dt(event.get('updated_at'))}
+
+
+def format_lease(lease):
+    """A lease as Blazar v1 shows it."""
+    return {
+        'id': lease['id'], 'name': lease['name'],
+        'project_id': lease['project_id'], 'user_id': lease['user_id'],
+        'start_date': _dt(lease['start_date']),
+        'end_date': _dt(lease['end_date']),
+        'before_end_date': _dt(lease.get('before_end_date')),
+        'status': lease['status'],
+        'status_reason': lease.get('status_reason'),
+        'degraded': False,
+        'trust_id': None,
+        'on_end': lease.get('on_end'),
+        'reservations': [format_reservation(r)
+                         for r in lease.get('reservations') or ()],
+        'events': [format_event(e) for e in lease.get('events') or ()],
+        'created_at': _dt(lease.get('created_at')),
+        'updated_at': _dt(lease.get('updated_at')),
+    }
+
+
+def format_host(host):
+    """A host as Blazar's os-hosts shows it (capabilities flattened)."""
+    out = dict(host.get('capabilities') or {})
+    out.update({
+        'id': str(host['id']),
+        'hypervisor_hostname': host['hypervisor_hostname'],
+        'hypervisor_type': host.get('hypervisor_type'),
+        'hypervisor_version': host.get('hypervisor_version'),
+        'vcpus': host.get('vcpus'),
+        'cpu_info': host.get('cpu_info'),
+        'memory_mb': host.get('memory_mb'),
+        'local_gb': host.get('local_gb'),
+        'service_name': host.get('service_host'),
+        'availability_zone': host.get('availability_zone'),
+        'reservable': bool(host.get('reservable', True)),
+        'trust_id': None,
+        'created_at': _dt(host.get('created_at')),
+        'updated_at': _dt(host.get('updated_at')),
+    })
+    return out
+
+
+def format_allocation(item):
+    """A host's allocations (``os-hosts/allocations``)."""
+    return {'resource_id': item['resource_id'],
+            'reservations': [dict(r, start_date=_dt(r['start_date']),
+                                  end_date=_dt(r['end_date']))
+                             for r in item['reservations']]}
