@@ -310,6 +310,49 @@ class LeaseAPITest(LeaseAPIMixin, base.LeaseFunctionalBase):
         self.api.api_request(PREFIX + '/leases', method='PATCH',
                              check_response_status=[405])
 
+    def test_schema_refusals_in_blazar_shape(self):
+        # The router refuses by the route's JSON schemas before any
+        # handler runs: Blazar's error shape, the parsers' words.
+        host = self._register('host1')
+        lease = self._create(self._lease_body('now', self._at(hours=1)))
+        counts = self._counts()
+        body = self._lease_body('now', self._at(hours=1), reservations=[
+            self._host_res(), self._host_res(min=1.5)])
+        for sent in (body, {'lease': body}):
+            resp = self.api.api_post(PREFIX + '/leases', sent,
+                                     check_response_status=[400])
+            self.assertEqual(
+                {'error_code': 400, 'error_name': 'LeaseParamError',
+                 'error_message': "'reservations[1].min' must be an "
+                                  "integer, got a number"}, resp.body)
+        resp = self.api.api_put(
+            PREFIX + '/leases/%s' % lease['id'],
+            {'lease': {'name': 'x', 'colour': 'red'}},
+            check_response_status=[400])
+        self.assertEqual(
+            {'error_code': 400, 'error_name': 'LeaseParamError',
+             'error_message': "'colour': unknown key; a lease update may "
+                              "change before_end_date, end_date, name, "
+                              "reservations, start_date"}, resp.body)
+        resp = self.admin_api.api_put(
+            PREFIX + '/os-hosts/%s' % host['id'], {'values': ['gpu']},
+            check_response_status=[400])
+        self.assertEqual(
+            {'error_code': 400, 'error_name': 'BadRequest',
+             'error_message': 'values: must be an object of extra '
+                              'capabilities'}, resp.body)
+        resp = self.admin_api.api_get(
+            PREFIX + '/leases?all_tenants=maybe',
+            check_response_status=[400])
+        self.assertEqual(
+            {'error_code': 400, 'error_name': 'BadRequest',
+             'error_message': "all_projects: must be a boolean such as 1 "
+                              "or true, got 'maybe'"}, resp.body)
+        # Nothing was recorded or changed.
+        self.assertEqual(counts, self._counts())
+        self.assertEqual('l1', self.api.api_get(
+            PREFIX + '/leases/%s' % lease['id']).body['lease']['name'])
+
     def test_hypervisor_and_resource_properties(self):
         self._register('host1', gpu='true')
         self._register('host2', gpu='false')

@@ -51,13 +51,16 @@ Anything unexpected is logged and answered with a 500 in the same shape.
 The package, as placement's API:
 
 * :mod:`.router`: the route table (:data:`.router.ROUTES`: path template
-  -> {method: handler}) and :func:`.router.handle`, called by the paste
-  filter;
+  -> {method: handler and the schemas of its body and query string})
+  and :func:`.router.handle`, called by the paste filter;
 * :mod:`.handlers`: one module of handlers per resource (``leases``,
   ``hosts`` for ``/os-hosts``, ``root`` for the version document);
   :mod:`.lease_updates` holds the transactions behind ``PUT`` and
   ``DELETE /leases/{id}``;
-* :mod:`.validation`: reading request bodies;
+* :mod:`.schemas`: one module of JSON schemas per resource;
+  :mod:`.validation` reads bodies and checks bodies and query strings
+  against them before a handler runs, answering a refusal as a 400 in
+  the shape and words of the parsers (:mod:`nova_lease.params`);
 * :mod:`.views`: how leases, hosts and allocations are shown;
 * :mod:`.errors`: the shared errors and JSON responses; :mod:`.common`:
   options, database and clock for the handlers.

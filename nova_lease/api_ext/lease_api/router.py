@@ -13,10 +13,12 @@
 
 :data:`ROUTES` declares every resource (placement's
 ``ROUTE_DECLARATIONS``): a path template below ``/os-reservation`` ->
-{method: :class:`Route`}. :func:`handle` finds the route, refuses what
-no handler should see (401, 404, 405, control characters in the ids of
-the path), calls the handler and turns what it returns or raises into a
-response in Blazar's shape.
+{method: :class:`Route`}, a handler and the JSON schemas of its body
+and query string (:mod:`.schemas`). :func:`handle` finds the route,
+refuses what no handler should see (401, 404, 405, control characters
+in the ids of the path, a body or query string its schemas refuse),
+calls the handler and turns what it returns or raises into a response
+in Blazar's shape.
 """
 
 import collections
@@ -30,13 +32,19 @@ from nova_lease.api_ext.lease_api import errors
 from nova_lease.api_ext.lease_api.handlers import hosts
 from nova_lease.api_ext.lease_api.handlers import leases
 from nova_lease.api_ext.lease_api.handlers import root
+from nova_lease.api_ext.lease_api.schemas import hosts as host_schemas
+from nova_lease.api_ext.lease_api.schemas import leases as lease_schemas
+from nova_lease.api_ext.lease_api import validation
 from nova_lease import exception
 from nova_lease import params as lease_params
 
 LOG = logging.getLogger(__name__)
 
-#: A handler, called as ``handler(req, ctx, **url_params)``.
-Route = collections.namedtuple('Route', ['handler'])
+#: A handler, called as ``handler(req, ctx, **url_params)``, plus
+#: ``body=<the validated body>`` when it declares a ``body`` schema (it
+#: reads no body otherwise); ``query``: the schema of its query string.
+Route = collections.namedtuple('Route', ['handler', 'body', 'query'],
+                               defaults=(None, None))
 
 #: Path template (``{name}``: one path segment, passed to the handler as
 #: ``name``) -> {method: Route}. The first template that matches the
@@ -44,12 +52,12 @@ Route = collections.namedtuple('Route', ['handler'])
 #: come before the templates they would also match.
 ROUTES = {
     '/leases': {
-        'GET': Route(leases.list_leases),
-        'POST': Route(leases.create_lease),
+        'GET': Route(leases.list_leases, query=lease_schemas.LIST_QUERY),
+        'POST': Route(leases.create_lease, body=lease_schemas.CREATE),
     },
     '/leases/{lease_id}': {
         'GET': Route(leases.show_lease),
-        'PUT': Route(leases.update_lease),
+        'PUT': Route(leases.update_lease, body=lease_schemas.UPDATE),
         'DELETE': Route(leases.delete_lease),
     },
     '/leases/{lease_id}/reservations/{reservation_id}/server': {
@@ -57,20 +65,23 @@ ROUTES = {
     },
     '/os-hosts': {
         'GET': Route(hosts.list_hosts),
-        'POST': Route(hosts.create_host),
+        'POST': Route(hosts.create_host, body=host_schemas.CREATE),
     },
     '/os-hosts/allocations': {
-        'GET': Route(hosts.list_host_allocations),
+        'GET': Route(hosts.list_host_allocations,
+                     query=host_schemas.ALLOCATIONS_QUERY),
     },
     '/os-hosts/properties': {
-        'GET': Route(hosts.list_host_properties),
+        'GET': Route(hosts.list_host_properties,
+                     query=host_schemas.PROPERTIES_QUERY),
     },
     '/os-hosts/{host_id}/allocation': {
-        'GET': Route(hosts.show_host_allocation),
+        'GET': Route(hosts.show_host_allocation,
+                     query=host_schemas.ALLOCATIONS_QUERY),
     },
     '/os-hosts/{host_id}': {
         'GET': Route(hosts.show_host),
-        'PUT': Route(hosts.update_host),
+        'PUT': Route(hosts.update_host, body=host_schemas.UPDATE),
         'DELETE': Route(hosts.delete_host),
     },
 }
@@ -84,8 +95,17 @@ def _regex(template):
     return re.compile('^%s/?$' % pattern)
 
 
-_COMPILED = [(_regex(template), methods)
-             for template, methods in ROUTES.items()]
+def _schema(schema):
+    return None if schema is None else validation.Schema(schema)
+
+
+# [(regex, {method: Route with validation.Schema objects})]
+_COMPILED = [
+    (_regex(template), {
+        method: Route(route.handler, _schema(route.body),
+                      _schema(route.query))
+        for method, route in methods.items()})
+    for template, methods in ROUTES.items()]
 
 
 def _match(rest):
@@ -128,6 +148,10 @@ def handle(req, ctx, rest, base_href):
             # Ids come from the URL, percent-decoded: no control
             # characters (PostgreSQL cannot even compare a NUL).
             lease_params.check_text(value, key)
+        if route.query is not None:
+            route.query.validate(dict(req.GET))
+        if route.body is not None:
+            kwargs['body'] = route.body.validate(validation.json_body(req))
         code, body = route.handler(req, ctx, **kwargs)
         return errors.json_response(code, body)
     except exception.NovaLeaseException as e:

@@ -12,5 +12,7 @@
 """One module of handlers per resource of the lease API.
 
 A handler is a plain function ``handler(req, ctx, **url_params)``
-returning ``(status, body)``; the router (:mod:`..router`) calls it.
+returning ``(status, body)``; the router (:mod:`..router`) calls it,
+with ``body=`` the request's body once validated when its route
+declares a body schema.
 """

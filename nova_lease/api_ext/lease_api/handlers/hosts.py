@@ -17,14 +17,10 @@ Nova, unregistering takes it out. Bodies and query strings are validated
 against :mod:`..schemas.hosts` by the router before a handler runs.
 """
 
-import re
-
 from oslo_log import log as logging
 from oslo_utils import strutils
 
 from nova_lease.api_ext.lease_api import common
-from nova_lease.api_ext.lease_api import errors
-from nova_lease.api_ext.lease_api import validation
 from nova_lease.api_ext.lease_api import views
 from nova_lease.api_ext import nova_hosts
 from nova_lease.db import api as db_api
@@ -35,14 +31,6 @@ from nova_lease.policies import host as host_policies
 from nova_lease import policy
 
 LOG = logging.getLogger(__name__)
-
-#: Host columns a registration may not use as extra capability names.
-HOST_FIELDS = frozenset({
-    'id', 'name', 'hypervisor_hostname', 'hypervisor_type',
-    'hypervisor_version', 'vcpus', 'cpu_info', 'memory_mb', 'local_gb',
-    'service_name', 'service_host', 'availability_zone', 'trust_id',
-    'reservable', 'created_at', 'updated_at', 'capabilities', 'values'})
-_CAPABILITY_RE = re.compile(r'^[A-Za-z0-9_.:\-]{1,255}$')
 
 
 class HostInUse(exception.Conflict):
@@ -79,20 +67,13 @@ def _host(host_id):
 
 
 def _capabilities(values, field='values'):
+    """Extra capabilities as stored: booleans as 'true' or 'false'.
+
+    Their names and the types of their values are checked by the schemas
+    (``schemas.hosts``); free text here.
+    """
     caps = {}
     for key, value in values.items():
-        if key in HOST_FIELDS:
-            raise errors.BadRequest(reason="%s: '%s' is a host field, not an "
-                                           "extra capability" % (field, key))
-        if not isinstance(key, str) or not _CAPABILITY_RE.match(key):
-            raise errors.BadRequest(reason="%s: extra capability names are 1 "
-                                           "to 255 letters, digits, '_', '-', "
-                                           "'.' or ':', got %r" % (field, key))
-        scalar = (str, int, float, bool)
-        if value is not None and not isinstance(value, scalar):
-            raise errors.BadRequest(reason="%s.%s: an extra capability value "
-                                           "is a string or number"
-                                           % (field, key))
         if isinstance(value, bool):
             value = 'true' if value else 'false'
         if isinstance(value, str):
@@ -112,7 +93,7 @@ def show_host(req, ctx, host_id):
     return 200, {'host': views.format_host(_host(host_id))}
 
 
-def create_host(req, ctx):
+def create_host(req, ctx, body):
     """POST /os-hosts: register a compute node as reservable.
 
     ``name`` is the hypervisor hostname; every other key is an extra
@@ -120,15 +101,10 @@ def create_host(req, ctx):
     """
     policy.authorize(ctx, host_policies.CREATE,
                      {'project_id': ctx.project_id})
-    body = validation.json_body(req)
-    name = body.pop('name', None)
-    if not isinstance(name, str) or not name.strip():
-        raise errors.BadRequest(reason="name: the hypervisor hostname of a "
-                                       "compute node is required")
-    lease_params.check_text(name, 'name')
+    body = dict(body)
+    name = body.pop('name').strip()
     caps = {k: v for k, v in _capabilities(body, 'body').items()
             if v is not None}
-    name = name.strip()
     facts = nova_hosts.compute_node_facts(ctx, name)
     service_host = facts['service_host']
     servers = nova_hosts.servers_on_host(ctx, service_host)
@@ -163,20 +139,16 @@ def create_host(req, ctx):
     return 201, {'host': views.format_host(host)}
 
 
-def update_host(req, ctx, host_id):
+def update_host(req, ctx, host_id, body):
     """PUT /os-hosts/{id}: set (or, with null, unset) extra capabilities.
 
+    The body is ``{"values": {...}}`` or the capabilities themselves.
     The facts are read again from Nova (the cache is refreshed).
     """
     policy.authorize(ctx, host_policies.UPDATE,
                      {'project_id': ctx.project_id})
     host = _host(host_id)
-    body = validation.json_body(req)
-    values = body.get('values', body) if set(body) <= {'values'} else body
-    if not isinstance(values, dict):
-        raise errors.BadRequest(reason="values: must be an object of extra "
-                                       "capabilities")
-    caps = _capabilities(values)
+    caps = _capabilities(body)
     try:
         facts = nova_hosts.compute_node_facts(ctx,
                                               host['hypervisor_hostname'])
@@ -212,11 +184,9 @@ def delete_host(req, ctx, host_id):
 
 
 def _allocation_filters(req):
-    filters = {}
-    for key in ('lease_id', 'reservation_id'):
-        if req.GET.get(key):
-            filters[key] = lease_params.check_text(req.GET[key], key)
-    return filters
+    # (Free text: checked by the query schema.)
+    return {key: req.GET[key] for key in ('lease_id', 'reservation_id')
+            if req.GET.get(key)}
 
 
 def list_host_allocations(req, ctx):

@@ -23,9 +23,7 @@ from oslo_utils import strutils
 
 from nova_lease.api_ext import deferred
 from nova_lease.api_ext.lease_api import common
-from nova_lease.api_ext.lease_api import errors
 from nova_lease.api_ext.lease_api import lease_updates
-from nova_lease.api_ext.lease_api import validation
 from nova_lease.api_ext.lease_api import views
 from nova_lease.db import api as db_api
 from nova_lease import enforcement
@@ -68,20 +66,9 @@ def _wake_engines():
 
 def _wants_all_projects(req):
     value = req.GET.get('all_projects', req.GET.get('all_tenants'))
-    if value is None:
-        return False
-    try:
-        return strutils.bool_from_string(value, strict=True) or value == ''
-    except ValueError:
-        raise errors.BadRequest(
-            reason="all_projects: must be a boolean such as 1 or true, got "
-                   "%r" % value)
-
-
-def _unwrapped(body):
-    if set(body) == {'lease'} and isinstance(body['lease'], dict):
-        return body['lease']
-    return body
+    # (A boolean: checked by the query schema.)
+    return value is not None and strutils.bool_from_string(value,
+                                                           strict=True)
 
 
 def list_leases(req, ctx):
@@ -120,7 +107,7 @@ def _host_requests(raw_reservations):
     return requests
 
 
-def create_lease(req, ctx):
+def create_lease(req, ctx, body):
     """POST /leases: a Blazar v1 lease body with physical:host reservations.
 
     Hosts are allocated at once (all or nothing); the events are recorded
@@ -128,7 +115,6 @@ def create_lease(req, ctx):
     """
     policy.authorize(ctx, lease_policies.CREATE,
                      {'project_id': ctx.project_id, 'user_id': ctx.user_id})
-    body = _unwrapped(validation.json_body(req))
     now = common.now()
     opts = common.opts()
     params, raw_reservations = lease_params.parse_lease_body(
@@ -160,7 +146,7 @@ def create_lease(req, ctx):
     return 201, {'lease': views.format_lease(lease)}
 
 
-def update_lease(req, ctx, lease_id):
+def update_lease(req, ctx, lease_id, body):
     """PUT /leases/{id}: rename; move/resize the window (Blazar's rules).
 
     Before the start the window may move (the hosts are kept when free,
@@ -169,7 +155,6 @@ def update_lease(req, ctx, lease_id):
     stay free. An invalid update changes nothing.
     """
     lease = _get_visible_lease(ctx, lease_id, lease_policies.UPDATE)
-    body = _unwrapped(validation.json_body(req))
     lease_updates.check_update_body(body)
     try:
         lease = lease_updates.update_lease(common.db(), lease, body,
