@@ -9,7 +9,7 @@
 # WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
 # License for the specific language governing permissions and limitations
 # under the License.
-"""Benchmark of host allocation (nova_lease.hosts.create_host_lease).
+"""Benchmark of host allocation (nova_lease.plugins.host.allocation).
 
 Fills a side database with 1,000 reservable hosts (each with extra
 capabilities) and 10,000 whole-host allocations (10 per host, spread over
@@ -47,8 +47,9 @@ import sqlalchemy as sa
 from nova_lease.db import api as db_api
 from nova_lease.db import migration
 from nova_lease.db import models
-from nova_lease import hosts
 from nova_lease.periodic import events as lease_events
+from nova_lease.plugins.host import allocation as host_allocation
+from nova_lease.plugins.host import request as host_request
 
 START = datetime.datetime(2030, 1, 1)
 HORIZON_DAYS = 365
@@ -96,7 +97,8 @@ def _allocations(db, host_rows, n_allocations, rng):
             length = datetime.timedelta(hours=rng.randint(12, 24 * 20))
             end = min(begin + length, slot_start + slot)
             reservations.append({
-                'resource_type': hosts.RESOURCE_TYPE, 'status': 'pending',
+                'resource_type': host_allocation.RESOURCE_TYPE,
+                'status': 'pending',
                 'properties': {'min': 1, 'max': 1},
                 'allocations': [{
                     'host': host['hypervisor_hostname'], 'start_date': begin,
@@ -116,7 +118,7 @@ def _allocations(db, host_rows, n_allocations, rng):
 
 
 def _request():
-    return hosts.HostRequest(
+    return host_request.HostRequest(
         min=1, max=1, availability_zone='nova', vcpus=64,
         extra_specs={'ssd': 'true', 'capabilities:cpu_info:arch': 'x86_64'})
 
@@ -142,10 +144,10 @@ def run(url, name, n_hosts, n_allocations, repeat, seed):
             gc.disable()        # as timeit does: no collection mid-run
             t0 = time.perf_counter()
             try:
-                hosts.create_host_lease(db, values,
-                                        [('reservations[0]', _request())],
-                                        events, 15)
-            except hosts.NotEnoughHosts:
+                host_allocation.create_host_lease(
+                    db, values, [('reservations[0]', _request())], events,
+                    15)
+            except host_allocation.NotEnoughHosts:
                 refused += 1
             elapsed = (time.perf_counter() - t0) * 1000.0
             gc.enable()

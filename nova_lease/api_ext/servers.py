@@ -81,7 +81,7 @@ from nova_lease import exception
 from nova_lease import leases
 from nova_lease import notifications
 from nova_lease import params as lease_params
-from nova_lease.plugins import host as host_plugin
+from nova_lease.plugins.host import plugin as host_plugin
 from nova_lease.policies import lease as lease_policies
 from nova_lease import policy
 from nova_lease.scheduler import admission
@@ -251,12 +251,13 @@ def add_reservation_metadata(server, hints):
     """Record ``--hint reservation=<id>`` in the server's metadata.
 
     A boot with the hint gets the metadata ``lease_reservation_id=<id>``
-    (:data:`nova_lease.plugins.host.META_SERVER_RESERVATION`; a value the
-    user gave for that key is replaced): at the end of the host lease the
-    engine acts only on the servers of the lease's project that carry it
-    (see :mod:`nova_lease.plugins.host`). Whether the hint leads anywhere
-    is LeaseFilter's business; a malformed hint (not one string) or
-    malformed metadata is left for Nova and the scheduler to refuse.
+    (:data:`nova_lease.plugins.host.plugin.META_SERVER_RESERVATION`; a
+    value the user gave for that key is replaced): at the end of the host
+    lease the engine acts only on the servers of the lease's project that
+    carry it (see :mod:`nova_lease.plugins.host.plugin`). Whether the hint
+    leads anywhere is LeaseFilter's business; a malformed hint (not one
+    string) or malformed metadata is left for Nova and the scheduler to
+    refuse.
 
     Returns True if ``server`` (the request's ``server`` object) changed.
     """

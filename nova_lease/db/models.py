@@ -381,8 +381,9 @@ class Generation(Base):
     ``hosts``: bumped (value + 1, updated_at now) by every host_create,
     host_update and host_destroy of nova_lease.db.api, in its transaction.
     Each nova-api process keeps a copy of the host registry
-    (nova_lease.hosts) and checks it against this row, one primary key
-    lookup, at every allocation. The row is created by the first bump.
+    (nova_lease.plugins.host.registry) and checks it against this row, one
+    primary key lookup, at every allocation. The row is created by the
+    first bump.
     """
 
     __tablename__ = 'generations'

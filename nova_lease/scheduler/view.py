@@ -48,8 +48,8 @@ LEASED = 'leased'
 HOST_RESERVATION = 'host reservation'
 
 #: Metadata key of a host reservation's aggregate naming the reservation
-#: (nova_lease.plugins.host.META_RESERVATION: the engine sets it at the
-#: lease's start and deletes the aggregate at its end).
+#: (nova_lease.plugins.host.plugin.META_RESERVATION: the engine sets it at
+#: the lease's start and deletes the aggregate at its end).
 RESERVATION_KEY = 'nova_lease_reservation_id'
 
 # Weigher scales (seconds): slack of an hour, next promise in a day.

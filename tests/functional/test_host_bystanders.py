@@ -29,7 +29,7 @@ touched"):
 from nova.tests.functional.api import client as api_client
 
 from nova_lease.db import api as db_api
-from nova_lease.plugins import host as host_plugin
+from nova_lease.plugins.host import plugin as host_plugin
 from tests.functional import base
 from tests.functional import test_host_reservation
 from tests.functional import test_lease_api

@@ -24,7 +24,7 @@ import fixtures
 
 from nova_lease.db import api as db_api
 from nova_lease.periodic import engine as lease_engine
-from nova_lease.plugins import host as host_plugin
+from nova_lease.plugins.host import plugin as host_plugin
 from tests.functional import base
 from tests.functional import test_lease_api
 

@@ -20,8 +20,9 @@ a loser gets NotEnoughHosts (409) and leaves nothing behind.
 import datetime
 
 from nova_lease.db import api as db_api
-from nova_lease import hosts
 from nova_lease.periodic import events as lease_events
+from nova_lease.plugins.host import allocation as host_allocation
+from nova_lease.plugins.host import request as host_request
 from tests.functional.db import base
 from tests import threads
 
@@ -29,7 +30,7 @@ START = datetime.datetime(2030, 6, 1, 10, 0)
 
 
 def _request(count=1, **extra):
-    return hosts.HostRequest(min=count, max=count, **extra)
+    return host_request.HostRequest(min=count, max=count, **extra)
 
 
 class _AllocationTests(object):
@@ -47,7 +48,7 @@ class _AllocationTests(object):
         end = start + datetime.timedelta(hours=hours)
         values = {'name': name, 'project_id': 'p', 'user_id': 'u',
                   'start_date': start, 'end_date': end, 'status': 'PENDING'}
-        return hosts.create_host_lease(
+        return host_allocation.create_host_lease(
             self.db, values, [('reservations[0]', request or _request())],
             lease_events.lease_events(start, end), cleaning)
 
@@ -55,7 +56,7 @@ class _AllocationTests(object):
         def run(i):
             try:
                 return ('ok', make(i)['id'])
-            except hosts.NotEnoughHosts as e:
+            except host_allocation.NotEnoughHosts as e:
                 return ('409', str(e))
 
         return [('error', repr(r)) if isinstance(r, BaseException) else r
@@ -96,11 +97,11 @@ class _AllocationTests(object):
         self._hosts(1)
         self._create('a', START)
         self._create('b', START + datetime.timedelta(hours=1))
-        self.assertRaises(hosts.NotEnoughHosts, self._create, 'c',
+        self.assertRaises(host_allocation.NotEnoughHosts, self._create, 'c',
                           START + datetime.timedelta(minutes=30))
         self._create('d', START + datetime.timedelta(hours=3),
                      cleaning=15)
-        self.assertRaises(hosts.NotEnoughHosts, self._create, 'e',
+        self.assertRaises(host_allocation.NotEnoughHosts, self._create, 'e',
                           START + datetime.timedelta(hours=4, minutes=10))
         self._create('f', START + datetime.timedelta(hours=4, minutes=15))
         self.assertEqual(4, len(db_api.lease_list(self.db)))
@@ -108,15 +109,16 @@ class _AllocationTests(object):
 
     def test_min_max_and_matching(self):
         self._hosts(3, ssd='true')
-        lease = self._create('a', START, request=hosts.HostRequest(
+        lease = self._create('a', START, request=host_request.HostRequest(
             min=1, max=2, extra_specs={'ssd': 'true'}))
         self.assertEqual(2, len(db_api.allocation_list(
             self.db, lease_id=lease['id'])))
-        lease = self._create('b', START, request=hosts.HostRequest(
+        lease = self._create('b', START, request=host_request.HostRequest(
             min=1, max=5))
         self.assertEqual(1, len(db_api.allocation_list(
             self.db, lease_id=lease['id'])))
-        self.assertRaises(hosts.NotEnoughHosts, self._create, 'c', START)
+        self.assertRaises(host_allocation.NotEnoughHosts, self._create,
+                          'c', START)
 
     def _hosts_of(self, lease):
         return [a['host'] for a in db_api.allocation_list(
@@ -131,11 +133,12 @@ class _AllocationTests(object):
     def test_registry_changed_by_another_process(self):
         # This process keeps the host registry; changes written by another
         # process (here: straight through db.api, without
-        # hosts.invalidate_host_cache) are seen by the next allocation.
+        # registry.invalidate_host_cache) are seen by the next allocation.
         self._hosts(1, ssd='false')
-        ssd = hosts.HostRequest(min=1, max=1, extra_specs={'ssd': 'true'})
-        self.assertRaises(hosts.NotEnoughHosts, self._create, 'a', START,
-                          request=ssd)
+        ssd = host_request.HostRequest(min=1, max=1,
+                                       extra_specs={'ssd': 'true'})
+        self.assertRaises(host_allocation.NotEnoughHosts, self._create, 'a',
+                          START, request=ssd)
         # A new host (nothing matched in the cached registry).
         self._ssd_host('node01')
         lease = self._create('b', START, request=ssd)
@@ -152,19 +155,20 @@ class _AllocationTests(object):
         node01 = db_api.host_get_by_hostname(self.db, 'node01')
         db_api.host_update(self.db, node01['id'], {'reservable': False})
         later = START + datetime.timedelta(days=1)
-        lease = self._create('d', later, request=hosts.HostRequest(
+        lease = self._create('d', later, request=host_request.HostRequest(
             min=1, max=2, extra_specs={'ssd': 'true'}))
         self.assertEqual(['node00'], self._hosts_of(lease))
         # A host removed (matched by the cached registry, free).
         node02 = self._ssd_host('node02')
-        two = hosts.HostRequest(min=2, max=2, extra_specs={'ssd': 'true'})
+        two = host_request.HostRequest(min=2, max=2,
+                                       extra_specs={'ssd': 'true'})
         later = START + datetime.timedelta(days=2)
         lease = self._create('e', later, request=two)
         self.assertEqual(['node00', 'node02'], self._hosts_of(lease))
         db_api.lease_destroy(self.db, lease['id'])
         db_api.host_destroy(self.db, node02['id'])
-        self.assertRaises(hosts.NotEnoughHosts, self._create, 'f', later,
-                          request=two)
+        self.assertRaises(host_allocation.NotEnoughHosts, self._create, 'f',
+                          later, request=two)
 
 
 class AllocationSQLiteTest(_AllocationTests, base.SQLiteTestCase):

@@ -44,7 +44,7 @@ import fixtures
 from nova.tests.functional.api import client as api_client
 from oslo_utils import timeutils
 
-from nova_lease.plugins import host as host_plugin
+from nova_lease.plugins.host import plugin as host_plugin
 from nova_lease.scheduler import view
 from tests.functional import base
 from tests.functional import test_harness

@@ -32,7 +32,7 @@ from oslo_serialization import jsonutils
 from oslo_utils import timeutils
 
 from nova_lease.db import api as db_api
-from nova_lease.plugins import host as host_plugin
+from nova_lease.plugins.host import plugin as host_plugin
 from nova_lease.scheduler import snapshot
 from nova_lease.scheduler import view
 from tests.functional import base

@@ -11,10 +11,14 @@
 # under the License.
 """Host requests: validation and matching (no database, no Nova)."""
 
+import subprocess
+import sys
+
 import testtools
 
-from nova_lease import hosts
 from nova_lease import params
+from nova_lease.plugins.host import matching as host_matching
+from nova_lease.plugins.host import request as host_request
 
 HOST = {
     'id': 1, 'hypervisor_hostname': 'node1', 'service_host': 'node1',
@@ -31,7 +35,7 @@ def parse(**raw):
     raw.setdefault('resource_type', 'physical:host')
     raw.setdefault('min', 1)
     raw.setdefault('max', 1)
-    return hosts.parse_host_request(raw, 'reservations[0]', 'RegionOne')
+    return host_request.parse_host_request(raw, 'reservations[0]', 'RegionOne')
 
 
 class ParseHostRequestTest(testtools.TestCase):
@@ -54,7 +58,7 @@ class ParseHostRequestTest(testtools.TestCase):
         self.assertEqual(['>=', '$vcpus', '4'], req.hypervisor_properties)
         self.assertIsNone(req.resource_properties)
         self.assertEqual(4, req.vcpus)
-        again = hosts.HostRequest.from_properties(req.properties())
+        again = host_request.HostRequest.from_properties(req.properties())
         self.assertEqual(req, again)
 
     def test_errors(self):
@@ -85,7 +89,7 @@ class ParseHostRequestTest(testtools.TestCase):
 class HostMatchesTest(testtools.TestCase):
 
     def _matches(self, **raw):
-        return hosts.host_matches(HOST, parse(**raw))
+        return host_matching.host_matches(HOST, parse(**raw))
 
     def test_sizes_and_zone(self):
         self.assertTrue(self._matches(vcpus=16, memory_mb=65536,
@@ -143,3 +147,18 @@ class HostMatchesTest(testtools.TestCase):
         self.assertTrue(res('["!=", "$gpu", "true"]'))
         self.assertFalse(res('["==", "$vcpus", "16"]'))  # not a capability
         self.assertTrue(res('[]'))
+
+
+class PureRequestTest(testtools.TestCase):
+
+    def test_request_imports_neither_nova_nor_a_database(self):
+        # Host requests are part of the pure core (validating a lease body
+        # needs no Nova and no database).
+        code = ('import sys\n'
+                'import nova_lease.plugins.host.request\n'
+                'print(sorted(m for m in sys.modules if m.split(".")[0] in '
+                '("nova", "novaclient", "sqlalchemy", "oslo_db")))\n')
+        proc = subprocess.run([sys.executable, '-c', code],
+                              capture_output=True, text=True, timeout=120)
+        self.assertEqual(0, proc.returncode, proc.stderr)
+        self.assertEqual('[]', proc.stdout.strip())

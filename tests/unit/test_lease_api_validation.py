@@ -27,8 +27,8 @@ from nova_lease.api_ext.lease_api.schemas import hosts as host_schemas
 from nova_lease.api_ext.lease_api.schemas import leases as lease_schemas
 from nova_lease.api_ext.lease_api import validation
 from nova_lease import exception
-from nova_lease import hosts
 from nova_lease import params
+from nova_lease.plugins.host import request as host_request
 
 NOW = datetime.datetime(2030, 1, 1, 12, 0)
 
@@ -144,7 +144,7 @@ class LeaseSchemasTest(_SchemaTest):
         try:
             _params, raws = params.parse_lease_body(body, NOW)
             for i, raw in enumerate(raws):
-                hosts.parse_host_request(raw, 'reservations[%d]' % i)
+                host_request.parse_host_request(raw, 'reservations[%d]' % i)
         except params.LeaseParamError as e:
             return str(e)
         return None
@@ -169,7 +169,7 @@ class LeaseSchemasTest(_SchemaTest):
                 _host_res(), _host_res(colour='red')])},
             "'reservations[1].colour': unknown key; the keys of a "
             "physical:host reservation are %s"
-            % ', '.join(sorted(hosts.REQUEST_KEYS)))
+            % ', '.join(sorted(host_request.REQUEST_KEYS)))
         self.assertEqual(('reservations[1].colour', 'unknown_key'),
                          (err.field, err.rule))
         self.assertRefuses(
@@ -348,7 +348,7 @@ class RouteTableTest(testtools.TestCase):
             set(params._BODY_KEYS),
             set(lease_schemas.LEASE['properties']))
         self.assertEqual(
-            set(hosts.REQUEST_KEYS),
+            set(host_request.REQUEST_KEYS),
             set(lease_schemas.HOST_RESERVATION['properties']))
 
     def test_literal_paths_come_before_templates(self):

@@ -31,7 +31,7 @@ import testtools
 
 from nova_lease import calendar
 from nova_lease import params
-from nova_lease.plugins import host as host_plugin
+from nova_lease.plugins.host import plugin as host_plugin
 from nova_lease.scheduler import filters
 from nova_lease.scheduler import snapshot
 from nova_lease.scheduler import view

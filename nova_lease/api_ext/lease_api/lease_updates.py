@@ -21,8 +21,8 @@ from nova_lease.api_ext.lease_api import common
 from nova_lease.db import api as db_api
 from nova_lease import enforcement
 from nova_lease import exception
-from nova_lease import hosts
 from nova_lease import params as lease_params
+from nova_lease.plugins.host import allocation as host_allocation
 from nova_lease import status
 
 _L = status.LeaseStatus
@@ -173,9 +173,9 @@ def update_lease(db, lease, body, now):
                                 hint='' if status.is_terminal(
                                     status.LEASE, current['status'])
                                 else '; retry in a moment')
-            others = sorted({r['resource_type']
-                             for r in current['reservations']
-                             if r['resource_type'] != hosts.RESOURCE_TYPE})
+            others = sorted({
+                r['resource_type'] for r in current['reservations']
+                if r['resource_type'] != host_allocation.RESOURCE_TYPE})
             if others:
                 raise lease_params.LeaseParamError(
                     'end_date' if body.get('end_date') else 'start_date',
@@ -190,10 +190,11 @@ def update_lease(db, lease, body, now):
                         session, lease_id=current['id'])}), now,
                     lease_id=current['id'])
             if current['status'] == _L.PENDING:
-                hosts.move_host_lease(session, current, start, end,
-                                      cleaning)
+                host_allocation.move_host_lease(session, current, start,
+                                                end, cleaning)
             elif end != current['end_date']:
-                hosts.extend_host_lease(session, current, end, cleaning)
+                host_allocation.extend_host_lease(session, current, end,
+                                                  cleaning)
             values.update(start_date=start, end_date=end,
                           before_end_date=before_end)
             _move_events(session, current, start, end, before_end, now)
@@ -212,7 +213,7 @@ def delete_lease(db, lease_id, now):
     with db.writer() as session:
         lease = db_api.lease_get(session, lease_id)
         state = lease['status']
-        only_hosts = all(r['resource_type'] == hosts.RESOURCE_TYPE
+        only_hosts = all(r['resource_type'] == host_allocation.RESOURCE_TYPE
                          for r in lease['reservations'])
         if state == _L.TERMINATED or (state == _L.PENDING and only_hosts):
             # Nothing was provisioned (or everything was released): the
@@ -238,15 +239,15 @@ def delete_lease(db, lease_id, now):
             elif state == _L.PENDING or (
                     event['event_type'] == _T.BEFORE_END_LEASE):
                 db_api.event_destroy(session, event['id'])
-        if any(r['resource_type'] == hosts.RESOURCE_TYPE
+        if any(r['resource_type'] == host_allocation.RESOURCE_TYPE
                for r in lease['reservations']):
-            hosts.extend_host_lease(session, lease, min(now, lease[
+            host_allocation.extend_host_lease(session, lease, min(now, lease[
                 'end_date']), cleaning)
         # The capacity other reservations (instances) were promised goes
         # with the lease: nothing of it after now.
         db_api.allocation_cut(
             session, [r['id'] for r in lease['reservations']
-                      if r['resource_type'] != hosts.RESOURCE_TYPE],
+                      if r['resource_type'] != host_allocation.RESOURCE_TYPE],
             min(now, lease['end_date']))
         db_api.lease_update(session, lease_id,
                             {'end_date': min(now, lease['end_date']),

@@ -25,8 +25,9 @@ from nova_lease.api_ext.lease_api import views
 from nova_lease.api_ext import nova_hosts
 from nova_lease.db import api as db_api
 from nova_lease import exception
-from nova_lease import hosts
 from nova_lease import params as lease_params
+from nova_lease.plugins.host import allocation as host_allocation
+from nova_lease.plugins.host import registry as host_registry
 from nova_lease.policies import host as host_policies
 from nova_lease import policy
 
@@ -111,22 +112,22 @@ def create_host(req, ctx, body):
     if servers:
         raise _having_servers(name, servers)
     db = common.db()
-    host = hosts.register_host(db, dict(facts, capabilities=caps,
-                                        reservable=True), common.now())
-    hosts.invalidate_host_cache()
+    host = host_registry.register_host(
+        db, dict(facts, capabilities=caps, reservable=True), common.now())
+    host_registry.invalidate_host_cache()
     freepool = common.opts().freepool_aggregate
     try:
         nova_hosts.add_to_freepool(ctx, service_host, freepool)
     except Exception:
         db_api.host_destroy(db, host['id'])
-        hosts.invalidate_host_cache()
+        host_registry.invalidate_host_cache()
         raise
     # A server scheduled onto the host while it was joining the free pool
     # (the scheduler keeps unleased work off it from now on): look again.
     servers = nova_hosts.servers_on_host(ctx, service_host)
     if servers:
-        if hosts.unregister_host(db, host, common.now()):
-            hosts.invalidate_host_cache()
+        if host_registry.unregister_host(db, host, common.now()):
+            host_registry.invalidate_host_cache()
             nova_hosts.remove_from_freepool(ctx, service_host, freepool)
             raise _having_servers(name, servers)
         LOG.warning('Host %(name)s was registered while server(s) %(ids)s '
@@ -157,7 +158,7 @@ def update_host(req, ctx, host_id, body):
         facts = {}
     host = db_api.host_update(common.db(), host['id'],
                               dict(facts, capabilities=caps))
-    hosts.invalidate_host_cache()
+    host_registry.invalidate_host_cache()
     return 200, {'host': views.format_host(host)}
 
 
@@ -179,7 +180,7 @@ def delete_host(req, ctx, host_id):
         nova_hosts.remove_from_freepool(ctx, host['service_host'],
                                         common.opts().freepool_aggregate)
     db_api.host_destroy(db, host['id'])
-    hosts.invalidate_host_cache()
+    host_registry.invalidate_host_cache()
     return 204, None
 
 
@@ -193,7 +194,8 @@ def list_host_allocations(req, ctx):
     """GET /os-hosts/allocations[?lease_id=&reservation_id=]."""
     policy.authorize(ctx, host_policies.ALLOCATIONS,
                      {'project_id': ctx.project_id})
-    items = hosts.host_allocations(common.db(), **_allocation_filters(req))
+    items = host_allocation.host_allocations(common.db(),
+                                             **_allocation_filters(req))
     return 200, {'allocations': [views.format_allocation(i) for i in items]}
 
 
@@ -201,8 +203,8 @@ def show_host_allocation(req, ctx, host_id):
     policy.authorize(ctx, host_policies.ALLOCATIONS,
                      {'project_id': ctx.project_id})
     host = _host(host_id)
-    items = hosts.host_allocations(common.db(), hosts=[host],
-                                   **_allocation_filters(req))
+    items = host_allocation.host_allocations(common.db(), hosts=[host],
+                                             **_allocation_filters(req))
     item = items[0] if items else {'resource_id': str(host['id']),
                                    'reservations': []}
     return 200, {'allocation': views.format_allocation(item)}

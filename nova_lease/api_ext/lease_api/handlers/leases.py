@@ -27,9 +27,10 @@ from nova_lease.api_ext.lease_api import lease_updates
 from nova_lease.api_ext.lease_api import views
 from nova_lease.db import api as db_api
 from nova_lease import enforcement
-from nova_lease import hosts
 from nova_lease import params as lease_params
 from nova_lease.periodic import events as lease_events
+from nova_lease.plugins.host import allocation as host_allocation
+from nova_lease.plugins.host import request as host_request
 from nova_lease.policies import lease as lease_policies
 from nova_lease import policy
 from nova_lease import status
@@ -95,15 +96,15 @@ def _host_requests(raw_reservations):
     for i, raw in enumerate(raw_reservations):
         field = 'reservations[%d]' % i
         rtype = raw['resource_type']
-        if rtype != hosts.RESOURCE_TYPE:
+        if rtype != host_allocation.RESOURCE_TYPE:
             raise lease_params.LeaseParamError(
                 field + '.resource_type', 'choice',
                 "'%s.resource_type' (%s) is not supported by the lease API:"
                 " use physical:host here; instances are reserved by booting"
                 " them with --hint reserved=True --hint lease_params=..."
                 % (field, rtype))
-        requests.append((field, hosts.parse_host_request(raw, field,
-                                                         region)))
+        requests.append((field, host_request.parse_host_request(
+            raw, field, region)))
     return requests
 
 
@@ -134,8 +135,8 @@ def create_lease(req, ctx, body):
         'retries': params.retries,
     }
     events = lease_events.lease_events(params.start, params.end, before_end)
-    lease = hosts.create_host_lease(db, values, requests, events,
-                                    opts.cleaning_time)
+    lease = host_allocation.create_host_lease(db, values, requests, events,
+                                              opts.cleaning_time)
     LOG.info('Lease %(id)s (%(name)s) created for project %(project)s: '
              '%(start)s to %(end)s',
              {'id': lease['id'], 'name': lease['name'],

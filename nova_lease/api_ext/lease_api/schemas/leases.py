@@ -14,10 +14,10 @@
 They check keys, JSON types and required keys; the values (dates, their
 order, durations, names, host requests) are checked by
 :func:`nova_lease.params.parse_lease_body`,
-:func:`nova_lease.hosts.parse_host_request` and the handlers. JSON
-``null`` counts as absent, so optional properties accept it; a required
-one given as ``null`` is refused by the parser, in the same words as a
-missing one.
+:func:`nova_lease.plugins.host.request.parse_host_request` and the
+handlers. JSON ``null`` counts as absent, so optional properties accept
+it; a required one given as ``null`` is refused by the parser, in the
+same words as a missing one.
 
 Properties are listed in the order the parsers check them, so that the
 first refusal is the one they would give. A ``description`` is the
@@ -25,8 +25,9 @@ requirement a refusal states: ``'retries' must be an integer, got a
 string``.
 """
 
-from nova_lease import hosts
 from nova_lease import params
+from nova_lease.plugins.host import allocation as host_allocation
+from nova_lease.plugins.host import request as host_request
 
 _DATE = {'type': ['string', 'null'],
          'description': 'must be a date string (%s)'
@@ -38,9 +39,9 @@ _NAME = {'type': ['string', 'null'], 'format': 'text',
 _COUNT = {'type': ['integer', 'string', 'null'],
           'description': 'must be an integer'}
 
-#: A physical:host reservation (the keys of hosts.REQUEST_KEYS). The
+#: A physical:host reservation (the keys of host_request.REQUEST_KEYS). The
 #: values whose refusal shows the value given (region, zone, queries,
-#: before_end) are left to hosts.parse_host_request.
+#: before_end) are left to host_request.parse_host_request.
 HOST_RESERVATION = {
     'additionalProperties': False,
     'x-unknown-key': "'%(key)s': unknown key; the keys of a physical:host "
@@ -70,11 +71,12 @@ RESERVATION = {
     'x-unknown-key': "'%(key)s': unknown key; the keys of a physical:host "
                      "reservation are %(allowed)s",
     'properties': {
-        'resource_type': {'const': hosts.RESOURCE_TYPE},
+        'resource_type': {'const': host_allocation.RESOURCE_TYPE},
         'min': _COUNT,
         'max': _COUNT,
         'region': {'description': "this cloud's region"},
-        'before_end': {'description': ', '.join(hosts.BEFORE_END_ACTIONS)},
+        'before_end': {
+            'description': ', '.join(host_request.BEFORE_END_ACTIONS)},
         'vcpus': _COUNT,
         'memory_mb': _COUNT,
         'disk_gb': _COUNT,
@@ -100,7 +102,8 @@ RESERVATION = {
         },
     },
     'if': {'required': ['resource_type'],
-           'properties': {'resource_type': {'const': hosts.RESOURCE_TYPE}}},
+           'properties': {
+               'resource_type': {'const': host_allocation.RESOURCE_TYPE}}},
     'then': HOST_RESERVATION,
 }
 

@@ -12,8 +12,9 @@
 """The physical:host resource plugin: the engine's side of host leases.
 
 The hosts of a reservation are its allocations in the side database
-(chosen by the lease API, nova_lease.hosts). The plugin moves them between
-Nova host aggregates through the compute API (nova_lease.compute):
+(chosen by the lease API, nova_lease.plugins.host.allocation). The
+plugin moves them between Nova host aggregates through the compute API
+(nova_lease.compute):
 
 * ``on_start``: find or create the reservation's aggregate, named
   :func:`aggregate_name` (``reservation-<reservation id>``), with the
