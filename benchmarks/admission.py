@@ -103,8 +103,8 @@ from oslo_utils import uuidutils  # noqa: E402
 
 from nova_lease.db import api as db_api  # noqa: E402
 from nova_lease.db import migration  # noqa: E402
-from nova_lease import leases  # noqa: E402
 from nova_lease import params as lease_params  # noqa: E402
+from nova_lease.plugins.instance import leases  # noqa: E402
 from nova_lease.scheduler import admission  # noqa: E402
 # Imported before Nova's fixtures forbid os.uname() (numpy calls it).
 from nova_lease.scheduler import filters  # noqa: E402,F401

@@ -139,9 +139,10 @@ class ApiBench(base.LeaseFunctionalBase):
         for name, target in (('hints', 'nova_lease.api_ext.servers.'
                                        'lease_request'),
                              ('policy', 'nova_lease.policy.authorize'),
-                             ('record', 'nova_lease.leases.'
-                                        'create_instance_lease'),
-                             ('link', 'nova_lease.leases.link_instances')):
+                             ('record', 'nova_lease.plugins.instance.'
+                                        'leases.create_instance_lease'),
+                             ('link', 'nova_lease.plugins.instance.'
+                                      'leases.link_instances')):
             module, attr = target.rsplit('.', 1)
             original = getattr(sys.modules[module], attr)
             self.useFixture(fixtures.MonkeyPatch(

@@ -65,8 +65,8 @@ import webob.exc
 
 from nova_lease.db import api as db_api
 from nova_lease import exception
-from nova_lease import leases
 from nova_lease import params as lease_params
+from nova_lease.plugins.instance import leases
 from nova_lease import status
 
 LOG = logging.getLogger(__name__)

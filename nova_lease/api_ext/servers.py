@@ -38,7 +38,7 @@ For a leased boot, the filter, in the request's thread:
    up in Nova's API database (400 naming ``flavorRef`` if unknown);
 2. records a PENDING lease (admission control for a future start, 409 if
    it does not fit) with one reservation per server the request may create
-   (``max_count``), see :mod:`nova_lease.leases`;
+   (``max_count``), see :mod:`nova_lease.plugins.instance.leases`;
 3. adds ``lease_id`` and ``lease_status=pending`` to the request's server
    ``metadata``, so that Nova stores them with the server(s) at create
    (no extra call; user-given values of these two keys are replaced), and
@@ -78,10 +78,10 @@ import webob.exc
 
 from nova_lease import enforcement
 from nova_lease import exception
-from nova_lease import leases
 from nova_lease import notifications
 from nova_lease import params as lease_params
 from nova_lease.plugins.host import plugin as host_plugin
+from nova_lease.plugins.instance import leases
 from nova_lease.policies import lease as lease_policies
 from nova_lease import policy
 from nova_lease.scheduler import admission

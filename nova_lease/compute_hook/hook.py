@@ -30,7 +30,8 @@ It runs in nova-lease-engine and acts on Nova through
     lease's start are never shelved;
   - ``instance.delete.end`` of a leased server: its reservation is marked
     deleted, and a lease left without servers ends early (TERMINATED, its
-    events cancelled), see :func:`nova_lease.leases.instance_deleted`.
+    events cancelled), see
+    :func:`nova_lease.plugins.instance.leases.instance_deleted`.
 
 * :func:`reconcile`, a pass the engine runs every ``[nova_lease]
   reconcile_interval`` seconds: it repairs what a lost (or never sent)
@@ -50,8 +51,8 @@ from oslo_utils import timeutils
 
 from nova_lease import compute
 from nova_lease.db import api as db_api
-from nova_lease import leases
 from nova_lease import notifications
+from nova_lease.plugins.instance import leases
 from nova_lease import status
 
 LOG = logging.getLogger(__name__)

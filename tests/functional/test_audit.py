@@ -30,7 +30,7 @@ from oslo_utils import timeutils
 from nova_lease import audit
 from nova_lease.cmd import manage
 from nova_lease.db import api as db_api
-from nova_lease.plugins import instance as instance_plugin
+from nova_lease.plugins.instance import plugin as instance_plugin
 from tests.functional import base
 from tests.functional import test_host_bystanders
 from tests.functional import test_host_reservation
@@ -217,7 +217,8 @@ class AuditTest(test_host_bystanders._ForcedBootMixin,
         self.assertEqual([], self._audit())
         # The server vanishes behind the lease's back (no notification,
         # no reconcile pass yet).
-        with mock.patch('nova_lease.leases.instance_deleted'):
+        with mock.patch(
+                'nova_lease.plugins.instance.leases.instance_deleted'):
             self._delete_server(server)
         findings = self._audit()
         self.assertEqual(['leased_server'], self._checks(findings))

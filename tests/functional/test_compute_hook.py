@@ -23,8 +23,8 @@ from oslo_serialization import jsonutils
 from nova_lease.cmd import engine as engine_cmd
 from nova_lease.compute_hook import hook as compute_hook
 from nova_lease.db import api as db_api
-from nova_lease import leases
 from nova_lease import params
+from nova_lease.plugins.instance import leases
 from tests.functional import base
 from tests.functional.test_instance_lease import InstanceLeaseTest
 

@@ -26,7 +26,7 @@ the virtual:instance plugin (tests/functional/test_instance_lease.py).
 import datetime
 
 from nova_lease.db import api as db_api
-from nova_lease import leases
+from nova_lease.plugins.instance import leases
 from tests.functional import test_instance_lease
 from tests.functional import test_lease_api
 

@@ -31,7 +31,7 @@ from nova_lease import compute  # noqa: E402
 from nova_lease import conf as lease_conf  # noqa: E402
 from nova_lease import notifications  # noqa: E402
 from nova_lease.plugins import base as plugin_base  # noqa: E402
-from nova_lease.plugins import instance  # noqa: E402
+from nova_lease.plugins.instance import plugin as instance  # noqa: E402
 
 URL = 'http://nova.example.test/v2.1'
 SERVER = '8a6e3c9e-6d3b-4f0a-9b1e-2f0c7f1d2a11'

@@ -16,7 +16,7 @@ removal of such a reservation (``DELETE`` of its alias), on every backend.
 import datetime
 
 from nova_lease.db import api
-from nova_lease import leases
+from nova_lease.plugins.instance import leases
 from tests.functional.db import base
 
 T0 = datetime.datetime(2030, 1, 1, 12, 0, 0)

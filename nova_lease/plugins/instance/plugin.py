@@ -45,8 +45,8 @@ import functools
 from oslo_log import log as logging
 
 from nova_lease import compute
-from nova_lease import leases
 from nova_lease.plugins import base
+from nova_lease.plugins.instance import leases
 
 LOG = logging.getLogger(__name__)
 
