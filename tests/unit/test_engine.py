@@ -38,6 +38,8 @@ from nova_lease.periodic import engine as lease_engine  # noqa: E402
 from nova_lease.periodic import events as lease_events  # noqa: E402
 from nova_lease.periodic import jobs  # noqa: E402
 from nova_lease.plugins import base as plugin_base  # noqa: E402
+from nova_lease.plugins.host import plugin as host_plugin  # noqa: E402
+from nova_lease.plugins.instance import plugin as instance_plugin  # noqa
 from nova_lease.plugins import noop  # noqa: E402
 
 T0 = datetime.datetime(2030, 3, 1, 10, 0)
@@ -470,6 +472,20 @@ class PluginLoadingTest(testtools.TestCase):
                                                   'virtual:instance'])
         self.assertEqual({'noop', 'virtual:instance'}, set(plugins))
         self.assertIsInstance(plugins['noop'], noop.NoopPlugin)
+
+    def test_resource_plugins_by_entry_point_name(self):
+        # The installed entry points of nova_lease.resource_plugins name
+        # the plugin classes where they are (a stale path fails here).
+        plugins = plugin_base.load_plugins(
+            _conf(), ['physical:host', 'virtual:instance'], strict=True)
+        self.assertEqual({'physical:host', 'virtual:instance'},
+                         set(plugins))
+        self.assertIsInstance(plugins['physical:host'],
+                              host_plugin.HostPlugin)
+        self.assertIsInstance(plugins['virtual:instance'],
+                              instance_plugin.InstancePlugin)
+        for name, plugin in plugins.items():
+            self.assertEqual(name, plugin.resource_type)
 
     def test_missing(self):
         conf = _conf()
