@@ -14,7 +14,7 @@
 Bodies and query strings are validated against
 :mod:`..schemas.leases` by the router before a handler runs; the rules
 that need more than their shape (dates, durations, host requests) are
-:mod:`nova_lease.params`', :mod:`nova_lease.hosts`' and
+:mod:`nova_lease.params`', :mod:`nova_lease.plugins.host.request`' and
 :mod:`..lease_updates`'.
 """
 
