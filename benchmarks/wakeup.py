@@ -78,7 +78,6 @@ from oslo_serialization import jsonutils  # noqa: E402
 from nova_lease import compute  # noqa: E402
 from nova_lease.conf import lease as lease_conf  # noqa: E402
 from nova_lease.db import api as db_api  # noqa: E402
-from nova_lease.periodic import events as lease_events  # noqa: E402
 # Imported before Nova's fixtures forbid os.uname() (numpy calls it).
 from nova_lease.scheduler import filters  # noqa: E402,F401,I100
 from tests.functional import base  # noqa: E402
@@ -244,21 +243,7 @@ class WakeupBench(test_instance_lease.InstanceLeaseTest):
 
     def _engine_unshelve(self, ids):
         self._shelve(ids)
-        start = (self.clock.now + datetime.timedelta(hours=1)).replace(
-            second=0, microsecond=0)
-        end = start + datetime.timedelta(hours=2)
-        for server_id in ids:
-            # A PENDING lease holding its shelved server, as leases made
-            # before servers were created at their start hold theirs.
-            db_api.lease_create(self.db, {
-                'name': 'shelved', 'project_id': self.api.project_id,
-                'user_id': 'fake', 'start_date': start, 'end_date': end,
-                'status': 'PENDING'}, reservations=[{
-                    'resource_type': 'virtual:instance',
-                    'resource_id': server_id, 'status': 'pending',
-                    'properties': {'vcpus': 1, 'memory_mb': 512,
-                                   'disk_gb': 1}}],
-                events=lease_events.lease_events(start, end))
+        start = self._shelved_server_leases(ids)
         times = self._run_engine(start, len(ids))
         # The servers serve the next round: their leases go (before
         # their end, which would shelve them).

@@ -31,7 +31,6 @@ from nova.virt import fake as fake_virt
 
 from nova_lease import compute
 from nova_lease.db import api as db_api
-from nova_lease.periodic import events as lease_events
 from tests.functional import test_instance_lease
 
 SPAWN_SECONDS = 3.0
@@ -214,20 +213,7 @@ class NotifiedUnshelveTest(_ListedBurst):
         for server_id in ids:
             self._wait_for(lambda: self.admin_api.get_server(server_id)[
                 'status'] == 'SHELVED_OFFLOADED', 'shelved', timeout=60)
-        start = (self.clock.now + datetime.timedelta(hours=1)).replace(
-            second=0, microsecond=0)
-        end = start + datetime.timedelta(hours=2)
-        for server_id in ids:
-            # A PENDING lease holding its shelved server.
-            db_api.lease_create(self.db, {
-                'name': 'shelved', 'project_id': self.api.project_id,
-                'user_id': 'fake', 'start_date': start, 'end_date': end,
-                'status': 'PENDING'}, reservations=[{
-                    'resource_type': 'virtual:instance',
-                    'resource_id': server_id, 'status': 'pending',
-                    'properties': {'vcpus': 1, 'memory_mb': 512,
-                                   'disk_gb': 1}}],
-                events=lease_events.lease_events(start, end))
+        start = self._shelved_server_leases(ids)
         self.clock.advance_to(start)
         self.assertEqual(self.LEASES, self.engine.process_due(timeout=50))
         self.assertEqual(['ACTIVE'] * self.LEASES, [

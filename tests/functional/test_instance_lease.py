@@ -34,6 +34,7 @@ from nova_lease import compute
 from nova_lease.compute_hook import hook as compute_hook
 from nova_lease.db import api as db_api
 from nova_lease.periodic import engine as lease_engine
+from nova_lease.periodic import events as lease_events
 # Imported before Nova's fixtures forbid os.uname() (numpy calls it).
 from nova_lease.scheduler import filters  # noqa: F401
 from tests.functional import base
@@ -128,6 +129,26 @@ class InstanceLeaseTest(base.LeaseFunctionalBase):
     def _lease(self):
         [lease] = db_api.lease_list(self.db)
         return lease
+
+    def _shelved_server_leases(self, server_ids):
+        """One PENDING lease per shelved server, holding it, all due at
+        the same minute an hour on (as leases made before their servers
+        were created at their start hold theirs); that start.
+        """
+        start = (self.clock.now + datetime.timedelta(hours=1)).replace(
+            second=0, microsecond=0)
+        end = start + datetime.timedelta(hours=2)
+        for server_id in server_ids:
+            db_api.lease_create(self.db, {
+                'name': 'shelved', 'project_id': self.api.project_id,
+                'user_id': 'fake', 'start_date': start, 'end_date': end,
+                'status': 'PENDING'}, reservations=[{
+                    'resource_type': 'virtual:instance',
+                    'resource_id': server_id, 'status': 'pending',
+                    'properties': {'vcpus': 1, 'memory_mb': 512,
+                                   'disk_gb': 1}}],
+                events=lease_events.lease_events(start, end))
+        return start
 
     def _wait_for(self, predicate, what, timeout=20):
         deadline = time.monotonic() + timeout
