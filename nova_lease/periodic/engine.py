@@ -59,11 +59,15 @@ Database errors make the loop
 wait and try again, never stop. "Now" is
 ``oslo_utils.timeutils.utcnow()``, so tests drive the engine with a
 clock override and :meth:`Engine.process_due`.
+
+This module holds the loop (:meth:`Engine.run`, :meth:`Engine.run_once`,
+:meth:`Engine.process_due`), its sleep, the recorder thread and the
+shutdown. The claims and records of steps 1 to 3 are in
+nova_lease.periodic.claiming, the actions of step 4 in
+nova_lease.periodic.actions; :class:`Engine` inherits both.
 """
 
-import collections
 import datetime
-import functools
 import os
 import socket
 import threading
@@ -76,28 +80,14 @@ from oslo_utils import uuidutils
 
 from nova_lease.db import api as db_api
 from nova_lease import exception
-from nova_lease import guard
-from nova_lease import notifications
+from nova_lease.periodic import actions
+from nova_lease.periodic import claiming
 from nova_lease.periodic import jobs
 from nova_lease.periodic import liveness
 from nova_lease.periodic import observer
-from nova_lease.periodic import outcomes
 from nova_lease.plugins import base as plugin_base
-from nova_lease import status
 
 LOG = logging.getLogger(__name__)
-
-_L = status.LeaseStatus
-_R = status.ReservationStatus
-_E = status.EventStatus
-_T = status.EventType
-
-#: The plugin method run for each event type.
-ACTIONS = {
-    _T.START_LEASE: 'on_start',
-    _T.BEFORE_END_LEASE: 'before_end',
-    _T.END_LEASE: 'on_end',
-}
 
 _ENGINES = weakref.WeakSet()
 
@@ -147,8 +137,12 @@ def default_engine_id():
                          uuidutils.generate_uuid(dashed=False)[:8])
 
 
-class Engine(object):
-    """One event engine (thread-safe; run it with :meth:`run`)."""
+class Engine(claiming.ClaimingMixin, actions.ActionsMixin):
+    """One event engine (thread-safe; run it with :meth:`run`).
+
+    Its claims and records are :class:`~.claiming.ClaimingMixin`'s, the
+    actions of its jobs :class:`~.actions.ActionsMixin`'s.
+    """
 
     #: Real seconds the loop waits after a wake-up while actions are
     #: running, so that their results are recorded in one transaction.
@@ -328,26 +322,6 @@ class Engine(object):
 
     # -- loop steps -------------------------------------------------------
 
-    def _unfinished(self):
-        with self._lock:
-            return [j for j in self._jobs.values() if j.result is None]
-
-    def _room(self):
-        """How many events to claim now (0: wait for a bigger chunk).
-
-        A claim costs a transaction of several queries whatever its size,
-        so while enough actions are queued for the workers (they would not
-        start the new ones sooner), the engine waits until a quarter of a
-        batch is free instead of claiming a few events at every finished
-        action.
-        """
-        in_flight = self.in_flight
-        room = self.opts.engine_batch_size - in_flight
-        if (in_flight >= 2 * self.opts.engine_workers and
-                room < self.opts.engine_batch_size // 4):
-            return 0
-        return max(room, 0)
-
     def _sleep_time(self, claimed):
         """(seconds to sleep, probe baseline or None)."""
         room = self._room()
@@ -418,166 +392,33 @@ class Engine(object):
                           self.engine_id)
                 return True
 
-    def _check_timeouts(self):
-        """Fail the actions stuck in a plugin call for too long.
-
-        The stuck worker thread cannot be interrupted: it is replaced by a
-        new one, and exits (its result dropped) if the call ever returns.
-        """
-        timeout = self.opts.plugin_call_timeout
-        now = time.monotonic()
-        expired = []
-        with self._lock:
-            # (Only the jobs in a plugin call: at most the workers.)
-            for job in self._calls.values():
-                if (job.state == 'running' and job.call_started is not None
-                        and now - job.call_started > timeout):
-                    job.state = 'timed_out'
-                    expired.append(job)
-        for job in expired:
-            event = job.event
-            job.guard.cancel('%s did not finish within %s s '
-                             '([nova_lease] plugin_call_timeout)'
-                             % (job.call_what, timeout))
-            LOG.error('%(what)s for %(type)s of lease %(lease)s is stuck '
-                      'for more than %(timeout)s s: giving up on it',
-                      {'what': job.call_what, 'type': event['event_type'],
-                       'lease': event['lease_id'], 'timeout': timeout})
-            error = plugin_base.PluginError(
-                reason='%s failed: %s' % (job.call_what, jobs.PluginTimeout(
-                    what=job.call_what, timeout=timeout)))
-            job.result, job.notices = self._failure(event, event['lease'],
-                                                    error)
-            with self._lock:
-                self._finished.append(job)
-            self._record_wakeup.set()
-            if not self._stopping.is_set():
-                self._pool.add_worker()
-
-    def _claim(self):
-        if self._stopping.is_set():
-            return 0
-        room = self._room()
-        if room <= 0:
-            return 0
-        events = db_api.engine_claim_events(
-            self.db, self.engine_id, timeutils.utcnow(), room,
-            on_claim=self._on_claim)
-        if not events:
-            return 0
-        self.stats['claimed'] += len(events)
-        with self._lock:
-            new = [jobs.Job(e, functools.partial(
-                self._claims.held, e['id'], e['attempts'])) for e in events]
-            for job in new:
-                self._jobs[job.event['id']] = job
-        for job in new:
-            LOG.debug('Claimed %(type)s %(id)s of lease %(lease)s',
-                      {'type': job.event['event_type'],
-                       'id': job.event['id'],
-                       'lease': job.event['lease_id']})
+    def _recorder_loop(self):
+        """Record finished results while run() runs (see _record)."""
+        backoff = 0.0
+        while not self._recorder_stop.is_set():
+            self._record_wakeup.wait(self.opts.engine_max_sleep)
+            self._record_wakeup.clear()
+            if self._recorder_stop.is_set():
+                return
+            if self.coalesce_delay:
+                # Let the results of one burst gather: one transaction.
+                time.sleep(self.coalesce_delay)
             try:
-                self._pool.submit(self._execute, job)
-            except RuntimeError:     # the pool is shut down: stopping
-                break
-        return len(events)
-
-    def _on_claim(self, event, lease):
-        """In the claim transaction: the lease's next status, or None.
-
-        Sets event['_skip'] to a reason when the action must not run.
-        """
-        new = self._claim_status(event, lease)
-        if new is not None:
-            status.check_transition(status.LEASE, lease['status'], new)
-        return new
-
-    def _claim_status(self, event, lease):
-        etype, current = event['event_type'], lease['status']
-        event['_skip'] = None
-        if etype == _T.START_LEASE:
-            if current == _L.PENDING:
-                return _L.STARTING
-            if current != _L.STARTING:     # STARTING: resume a start
-                event['_skip'] = 'the lease is %s' % current
-        elif etype == _T.END_LEASE:
-            if current == _L.TERMINATED:
-                event['_skip'] = 'the lease is already TERMINATED'
-            elif current != _L.TERMINATING:
-                if status.can_transition(status.LEASE, current,
-                                         _L.TERMINATING):
-                    return _L.TERMINATING
-                event['_skip'] = 'the lease is %s' % current
-        elif etype == _T.BEFORE_END_LEASE:
-            if current != _L.ACTIVE:
-                event['_skip'] = 'the lease is %s, not ACTIVE' % current
-        return None
-
-    def _record(self):
-        """Write finished results; then send their notifications."""
-        with self._lock:
-            finished, self._finished = self._finished, []
-        if not finished:
-            return
-        try:
-            applied = set(db_api.engine_complete_events(
-                self.db, self.engine_id, [j.result for j in finished]))
-        except Exception:
-            with self._lock:
-                self._finished[:0] = finished
-            raise
-        with self._lock:
-            for job in finished:
-                self._jobs.pop(job.event['id'], None)
-        # One line per batch (failures and retries have their own).
-        outcome = collections.Counter(
-            (j.event['event_type'], j.result['status']) for j in finished
-            if j.event['id'] in applied)
-        LOG.info('Lease engine %(id)s recorded %(n)d event results: '
-                 '%(outcome)s', {'id': self.engine_id, 'n': len(applied),
-                                 'outcome': ', '.join(
-                                     '%s %s: %d' % (t, st, n) for (t, st), n
-                                     in sorted(outcome.items()))})
-        for job in finished:
-            if job.event['id'] not in applied:
-                LOG.warning('Event %(id)s (%(type)s of lease %(lease)s): '
-                            'the claim of %(me)s was taken over, result '
-                            'dropped', {'id': job.event['id'],
-                                        'type': job.event['event_type'],
-                                        'lease': job.event['lease_id'],
-                                        'me': self.engine_id})
-                continue
-            for event_type, lease in job.notices:
-                self._notify_later(event_type, lease)
-
-    def _recover(self, force=False):
-        now = timeutils.utcnow()
-        interval = min(self.opts.engine_claim_timeout / 2.0, 10.0)
-        last = self._last_recovery
-        if not force and last is not None and (
-                time.monotonic() - last < interval):
-            return
-        self._last_recovery = time.monotonic()
-        for event in db_api.engine_recover_events(
-                self.db, now, self.opts.engine_claim_timeout):
-            self.stats['recovered'] += 1
-            LOG.warning('Released the expired claim of %(by)s (at %(at)s) '
-                        'on %(type)s %(id)s of lease %(lease)s',
-                        {'by': event['claimed_by'],
-                         'at': event['claimed_at'],
-                         'type': event['event_type'], 'id': event['id'],
-                         'lease': event['lease_id']})
-
-    def _refresh(self):
-        now = timeutils.utcnow()
-        every = datetime.timedelta(
-            seconds=self.opts.engine_claim_timeout / 3.0)
-        if now - self._last_refresh < every:
-            return
-        ids = [j.event['id'] for j in self._unfinished()]
-        if ids:
-            db_api.engine_refresh_claims(self.db, self.engine_id, ids, now)
-        self._last_refresh = now
+                with self._lock:
+                    pending = bool(self._finished)
+                if pending:
+                    self._record()
+                    self._wakeup.set()      # room for the next claims
+                backoff = 0.0
+            except Exception as e:
+                self.stats['db_errors'] += 1
+                backoff = min(backoff * 2 or 0.5, self.opts.engine_max_sleep)
+                LOG.warning('Lease engine %(id)s could not record results, '
+                            'retrying in %(delay).1f s: %(error)s',
+                            {'id': self.engine_id, 'delay': backoff,
+                             'error': e})
+                self._recorder_stop.wait(backoff)
+                self._record_wakeup.set()
 
     def _shutdown(self):
         with self._lock:
@@ -649,248 +490,3 @@ class Engine(object):
         (see :class:`~nova_lease.periodic.liveness.Liveness`).
         """
         return self.liveness.check_registrations()
-
-    # -- actions (worker threads) -----------------------------------------
-
-    def _execute(self, job):
-        with self._lock:
-            if job.state != 'queued':
-                return
-            job.state = 'running'
-        event = job.event
-        lease = event['lease']
-        try:
-            if event.get('_skip'):
-                self.stats['skipped'] += 1
-                LOG.info('Skipped %(type)s of lease %(lease)s: %(why)s',
-                         {'type': event['event_type'],
-                          'lease': lease['id'], 'why': event['_skip']})
-                result = outcomes.result(
-                    event, _E.DONE, last_error='skipped: %s' % event['_skip'])
-                notices = ()
-            else:
-                try:
-                    with guard.installed(job.guard):
-                        notes = self._act(job, event, lease)
-                except Exception as e:
-                    if job.state == 'timed_out':
-                        # Its failure is recorded already (time-out).
-                        result, notices = None, ()
-                        LOG.warning('%(job)s stopped: %(error)s',
-                                    {'job': job.guard.describe, 'error': e})
-                    else:
-                        result, notices = self._failure(event, lease, e)
-                else:
-                    job.notes.extend(notes)
-                    if self._wait_for(job):
-                        return      # the observer resumes it
-                    result, notices = self._success(event, lease,
-                                                    job.notes)
-        except Exception as e:     # a bug: keep the claim, say so
-            LOG.exception('Engine error on event %s', event['id'])
-            result, notices = self._failure(event, lease, e)
-        return self._finish(job, result, notices)
-
-    def _recorder_loop(self):
-        """Record finished results while run() runs (see _record)."""
-        backoff = 0.0
-        while not self._recorder_stop.is_set():
-            self._record_wakeup.wait(self.opts.engine_max_sleep)
-            self._record_wakeup.clear()
-            if self._recorder_stop.is_set():
-                return
-            if self.coalesce_delay:
-                # Let the results of one burst gather: one transaction.
-                time.sleep(self.coalesce_delay)
-            try:
-                with self._lock:
-                    pending = bool(self._finished)
-                if pending:
-                    self._record()
-                    self._wakeup.set()      # room for the next claims
-                backoff = 0.0
-            except Exception as e:
-                self.stats['db_errors'] += 1
-                backoff = min(backoff * 2 or 0.5, self.opts.engine_max_sleep)
-                LOG.warning('Lease engine %(id)s could not record results, '
-                            'retrying in %(delay).1f s: %(error)s',
-                            {'id': self.engine_id, 'delay': backoff,
-                             'error': e})
-                self._recorder_stop.wait(backoff)
-                self._record_wakeup.set()
-
-    # -- acting, then observing (plugin Waits) ----------------------------
-
-    def _park(self, job, plugin, wait, what):
-        """Watch a plugin's Wait of job (see nova_lease.plugins.base)."""
-        entry = jobs.Waiting(job, plugin, wait, '%s: %s' % (what, wait.what),
-                             self.opts.plugin_call_timeout)
-        LOG.debug('%(job)s waits for %(what)s',
-                  {'job': job.guard.describe, 'what': wait.what})
-        with self._lock:
-            job.waits += 1
-            if job.state == 'waiting':
-                self.observer.add([entry])
-            else:
-                job.parked.append(entry)
-        self.observer.start()
-
-    def _wait_for(self, job):
-        """After the job's plugin calls: True if it now waits (its worker
-        is free; the observer resumes it).
-        """
-        with self._lock:
-            if not job.waits or job.state != 'running':
-                return False
-            job.state = 'waiting'
-            self.observer.add(job.parked)
-            job.parked = []
-        self.observer.start()
-        return True
-
-    def _resume_later(self, entry, server, error):
-        """The observer saw a Wait over: resume its job in a worker.
-
-        :raises RuntimeError: the engine is stopping (its claims are
-            released).
-        """
-        self._pool.submit(self._resume, entry, server, error)
-
-    def _resume(self, entry, server, error):
-        """In a worker: continue a job once a Wait of it is over."""
-        job = entry.job
-        with self._lock:
-            if job.state != 'waiting':
-                return
-        failure = None
-        if error is not None:
-            failure = plugin_base.PluginError(
-                reason='%s failed: %s' % (entry.what, error))
-        else:
-            try:
-                with guard.installed(job.guard):
-                    job.guard.check(entry.what, side_effect=False)
-                    note = entry.wait.then(server)
-            except Exception as e:
-                failure = plugin_base.PluginError(
-                    reason='%s failed: %s' % (entry.what, e))
-            else:
-                if isinstance(note, plugin_base.Wait):
-                    self._park(job, entry.plugin, note, entry.what)
-                elif isinstance(note, str) and note:
-                    job.notes.append(note)
-        with self._lock:
-            job.waits -= 1
-            done = failure is not None or job.waits == 0
-            if not done or job.state != 'waiting':
-                return
-            job.state = 'running'
-            # The other Waits of a failed job are dropped.
-            self.observer.drop(job)
-        event = job.event
-        if failure is not None:
-            result, notices = self._failure(event, event['lease'], failure)
-        else:
-            result, notices = self._success(event, event['lease'],
-                                            job.notes)
-        self._finish(job, result, notices)
-
-    def _finish(self, job, result, notices):
-        """Hand the job's result to the recorder.
-
-        Returns jobs.RETIRE when the job timed out meanwhile (its failure is
-        recorded already, this result is dropped, and the worker thread
-        that ran it has been replaced).
-        """
-        with self._lock:
-            if job.state == 'timed_out':
-                LOG.warning('%(type)s of lease %(lease)s finished after its '
-                            'time-out; result dropped',
-                            {'type': job.event['event_type'],
-                             'lease': job.event['lease_id']})
-                return jobs.RETIRE
-            job.notices = notices
-            job.result = result
-            self._finished.append(job)
-        if self._recorder is not None:
-            self._record_wakeup.set()
-        else:
-            self._wakeup.set()
-        return None
-
-    def _act(self, job, event, lease):
-        etype = event['event_type']
-        limit = outcomes.max_retries(lease, self.opts) + 1
-        if event['attempts'] > limit:
-            raise jobs.GaveUp(attempts=event['attempts'] - 1,
-                              error=event.get('last_error') or
-                              'none recorded')
-        method = ACTIONS.get(etype)
-        if method is None:
-            raise exception.NovaLeaseException(
-                'unknown event type %s' % etype)
-        LOG.debug('Running %(type)s of lease %(lease)s (%(name)s), '
-                  'attempt %(n)d', {'type': etype, 'lease': lease['id'],
-                                    'name': lease.get('name'),
-                                    'n': event['attempts']})
-        notes = []
-        for reservation in lease.get('reservations') or ():
-            if reservation.get('status') == _R.DELETED:
-                continue
-            rtype = reservation.get('resource_type')
-            what = ('%s of %s reservation %s (resource %s)'
-                    % (method, rtype, reservation['id'],
-                       reservation.get('resource_id')))
-            plugin = self.plugins.get(rtype)
-            if plugin is None:
-                raise jobs.NoPlugin(type=rtype)
-            job.guard.check(what, side_effect=False)
-            job.call_what = what
-            with self._lock:
-                job.call_started = time.monotonic()
-                self._calls[id(job)] = job
-            try:
-                note = getattr(plugin, method)(lease, reservation)
-            except Exception as e:
-                raise plugin_base.PluginError(
-                    reason='%s failed: %s' % (what, e)) from e
-            finally:
-                with self._lock:
-                    job.call_started = None
-                    self._calls.pop(id(job), None)
-            if isinstance(note, plugin_base.Wait):
-                self._park(job, plugin, note, what)
-            elif isinstance(note, str) and note:
-                notes.append(note)
-        if etype == _T.BEFORE_END_LEASE:
-            job.guard.check('the %s notification' % notifications.BEFORE_END)
-            self._send(notifications.BEFORE_END, lease)
-        return notes
-
-    def _success(self, event, lease, notes=()):
-        """The result and notices of a finished action (see outcomes)."""
-        self.stats['done'] += 1
-        return outcomes.success(event, lease, notes)
-
-    def _failure(self, event, lease, error):
-        """The result and notices of a failed action: retried later, or
-        the lease in ERROR (see outcomes).
-        """
-        result, notices = outcomes.failure(event, lease, error, self.opts)
-        self.stats['retried' if result['status'] == _E.UNDONE
-                   else 'failed'] += 1
-        return result, notices
-
-    # -- notifications ----------------------------------------------------
-
-    def _send(self, event_type, lease):
-        if self.notifier is not None:
-            self.notifier.notify(event_type, lease)
-
-    def _notify_later(self, event_type, lease):
-        if self.notifier is None:
-            return
-        try:
-            self._notify_pool.submit(self._send, event_type, lease)
-        except RuntimeError:      # shutting down: send it here
-            self._send(event_type, lease)

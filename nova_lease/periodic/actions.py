@@ -1,0 +1,314 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""Running the claimed events' actions (the engine's worker threads).
+
+The part of the event engine (:class:`nova_lease.periodic.engine.Engine`
+inherits :class:`ActionsMixin`) that runs a job:
+
+* ``_execute`` (in a worker) runs the resource plugin method of the
+  event's type (:data:`ACTIONS`) for each reservation of the lease, with
+  the job's guard installed (nova_lease.guard), and sends the
+  before-end notification;
+* a plugin that asked Nova for something slow returns a Wait: the job is
+  parked (``_park``, ``_wait_for``) with the observer
+  (nova_lease.periodic.observer), its worker is free, and ``_resume``
+  continues it in a worker once the Wait is over;
+* ``_check_timeouts`` (in the loop) fails a job stuck in a plugin call
+  longer than ``plugin_call_timeout`` and replaces its worker thread;
+* ``_finish`` hands the result (nova_lease.periodic.outcomes) to the
+  recorder (nova_lease.periodic.claiming).
+"""
+
+import time
+
+from oslo_log import log as logging
+
+from nova_lease import exception
+from nova_lease import guard
+from nova_lease import notifications
+from nova_lease.periodic import jobs
+from nova_lease.periodic import outcomes
+from nova_lease.plugins import base as plugin_base
+from nova_lease import status
+
+LOG = logging.getLogger(__name__)
+
+_R = status.ReservationStatus
+_E = status.EventStatus
+_T = status.EventType
+
+#: The plugin method run for each event type.
+ACTIONS = {
+    _T.START_LEASE: 'on_start',
+    _T.BEFORE_END_LEASE: 'before_end',
+    _T.END_LEASE: 'on_end',
+}
+
+
+class ActionsMixin(object):
+    """The actions of the engine's jobs, and their notifications.
+
+    Uses the engine's ``opts``, ``plugins``, ``notifier``, ``stats``,
+    ``observer``, its lock and jobs (``_lock``, ``_calls``,
+    ``_finished``), its pools (``_pool``, ``_notify_pool``), ``_stopping``
+    and the wake-ups of its loop and recorder (``_wakeup``, ``_recorder``,
+    ``_record_wakeup``).
+    """
+
+    # -- actions (worker threads) -----------------------------------------
+
+    def _execute(self, job):
+        with self._lock:
+            if job.state != 'queued':
+                return
+            job.state = 'running'
+        event = job.event
+        lease = event['lease']
+        try:
+            if event.get('_skip'):
+                self.stats['skipped'] += 1
+                LOG.info('Skipped %(type)s of lease %(lease)s: %(why)s',
+                         {'type': event['event_type'],
+                          'lease': lease['id'], 'why': event['_skip']})
+                result = outcomes.result(
+                    event, _E.DONE, last_error='skipped: %s' % event['_skip'])
+                notices = ()
+            else:
+                try:
+                    with guard.installed(job.guard):
+                        notes = self._act(job, event, lease)
+                except Exception as e:
+                    if job.state == 'timed_out':
+                        # Its failure is recorded already (time-out).
+                        result, notices = None, ()
+                        LOG.warning('%(job)s stopped: %(error)s',
+                                    {'job': job.guard.describe, 'error': e})
+                    else:
+                        result, notices = self._failure(event, lease, e)
+                else:
+                    job.notes.extend(notes)
+                    if self._wait_for(job):
+                        return      # the observer resumes it
+                    result, notices = self._success(event, lease,
+                                                    job.notes)
+        except Exception as e:     # a bug: keep the claim, say so
+            LOG.exception('Engine error on event %s', event['id'])
+            result, notices = self._failure(event, lease, e)
+        return self._finish(job, result, notices)
+
+    def _check_timeouts(self):
+        """Fail the actions stuck in a plugin call for too long.
+
+        The stuck worker thread cannot be interrupted: it is replaced by a
+        new one, and exits (its result dropped) if the call ever returns.
+        """
+        timeout = self.opts.plugin_call_timeout
+        now = time.monotonic()
+        expired = []
+        with self._lock:
+            # (Only the jobs in a plugin call: at most the workers.)
+            for job in self._calls.values():
+                if (job.state == 'running' and job.call_started is not None
+                        and now - job.call_started > timeout):
+                    job.state = 'timed_out'
+                    expired.append(job)
+        for job in expired:
+            event = job.event
+            job.guard.cancel('%s did not finish within %s s '
+                             '([nova_lease] plugin_call_timeout)'
+                             % (job.call_what, timeout))
+            LOG.error('%(what)s for %(type)s of lease %(lease)s is stuck '
+                      'for more than %(timeout)s s: giving up on it',
+                      {'what': job.call_what, 'type': event['event_type'],
+                       'lease': event['lease_id'], 'timeout': timeout})
+            error = plugin_base.PluginError(
+                reason='%s failed: %s' % (job.call_what, jobs.PluginTimeout(
+                    what=job.call_what, timeout=timeout)))
+            job.result, job.notices = self._failure(event, event['lease'],
+                                                    error)
+            with self._lock:
+                self._finished.append(job)
+            self._record_wakeup.set()
+            if not self._stopping.is_set():
+                self._pool.add_worker()
+
+    def _park(self, job, plugin, wait, what):
+        """Watch a plugin's Wait of job (see nova_lease.plugins.base)."""
+        entry = jobs.Waiting(job, plugin, wait, '%s: %s' % (what, wait.what),
+                             self.opts.plugin_call_timeout)
+        LOG.debug('%(job)s waits for %(what)s',
+                  {'job': job.guard.describe, 'what': wait.what})
+        with self._lock:
+            job.waits += 1
+            if job.state == 'waiting':
+                self.observer.add([entry])
+            else:
+                job.parked.append(entry)
+        self.observer.start()
+
+    def _wait_for(self, job):
+        """After the job's plugin calls: True if it now waits (its worker
+        is free; the observer resumes it).
+        """
+        with self._lock:
+            if not job.waits or job.state != 'running':
+                return False
+            job.state = 'waiting'
+            self.observer.add(job.parked)
+            job.parked = []
+        self.observer.start()
+        return True
+
+    def _resume_later(self, entry, server, error):
+        """The observer saw a Wait over: resume its job in a worker.
+
+        :raises RuntimeError: the engine is stopping (its claims are
+            released).
+        """
+        self._pool.submit(self._resume, entry, server, error)
+
+    def _resume(self, entry, server, error):
+        """In a worker: continue a job once a Wait of it is over."""
+        job = entry.job
+        with self._lock:
+            if job.state != 'waiting':
+                return
+        failure = None
+        if error is not None:
+            failure = plugin_base.PluginError(
+                reason='%s failed: %s' % (entry.what, error))
+        else:
+            try:
+                with guard.installed(job.guard):
+                    job.guard.check(entry.what, side_effect=False)
+                    note = entry.wait.then(server)
+            except Exception as e:
+                failure = plugin_base.PluginError(
+                    reason='%s failed: %s' % (entry.what, e))
+            else:
+                if isinstance(note, plugin_base.Wait):
+                    self._park(job, entry.plugin, note, entry.what)
+                elif isinstance(note, str) and note:
+                    job.notes.append(note)
+        with self._lock:
+            job.waits -= 1
+            done = failure is not None or job.waits == 0
+            if not done or job.state != 'waiting':
+                return
+            job.state = 'running'
+            # The other Waits of a failed job are dropped.
+            self.observer.drop(job)
+        event = job.event
+        if failure is not None:
+            result, notices = self._failure(event, event['lease'], failure)
+        else:
+            result, notices = self._success(event, event['lease'],
+                                            job.notes)
+        self._finish(job, result, notices)
+
+    def _finish(self, job, result, notices):
+        """Hand the job's result to the recorder.
+
+        Returns jobs.RETIRE when the job timed out meanwhile (its failure is
+        recorded already, this result is dropped, and the worker thread
+        that ran it has been replaced).
+        """
+        with self._lock:
+            if job.state == 'timed_out':
+                LOG.warning('%(type)s of lease %(lease)s finished after its '
+                            'time-out; result dropped',
+                            {'type': job.event['event_type'],
+                             'lease': job.event['lease_id']})
+                return jobs.RETIRE
+            job.notices = notices
+            job.result = result
+            self._finished.append(job)
+        if self._recorder is not None:
+            self._record_wakeup.set()
+        else:
+            self._wakeup.set()
+        return None
+
+    def _act(self, job, event, lease):
+        etype = event['event_type']
+        limit = outcomes.max_retries(lease, self.opts) + 1
+        if event['attempts'] > limit:
+            raise jobs.GaveUp(attempts=event['attempts'] - 1,
+                              error=event.get('last_error') or
+                              'none recorded')
+        method = ACTIONS.get(etype)
+        if method is None:
+            raise exception.NovaLeaseException(
+                'unknown event type %s' % etype)
+        LOG.debug('Running %(type)s of lease %(lease)s (%(name)s), '
+                  'attempt %(n)d', {'type': etype, 'lease': lease['id'],
+                                    'name': lease.get('name'),
+                                    'n': event['attempts']})
+        notes = []
+        for reservation in lease.get('reservations') or ():
+            if reservation.get('status') == _R.DELETED:
+                continue
+            rtype = reservation.get('resource_type')
+            what = ('%s of %s reservation %s (resource %s)'
+                    % (method, rtype, reservation['id'],
+                       reservation.get('resource_id')))
+            plugin = self.plugins.get(rtype)
+            if plugin is None:
+                raise jobs.NoPlugin(type=rtype)
+            job.guard.check(what, side_effect=False)
+            job.call_what = what
+            with self._lock:
+                job.call_started = time.monotonic()
+                self._calls[id(job)] = job
+            try:
+                note = getattr(plugin, method)(lease, reservation)
+            except Exception as e:
+                raise plugin_base.PluginError(
+                    reason='%s failed: %s' % (what, e)) from e
+            finally:
+                with self._lock:
+                    job.call_started = None
+                    self._calls.pop(id(job), None)
+            if isinstance(note, plugin_base.Wait):
+                self._park(job, plugin, note, what)
+            elif isinstance(note, str) and note:
+                notes.append(note)
+        if etype == _T.BEFORE_END_LEASE:
+            job.guard.check('the %s notification' % notifications.BEFORE_END)
+            self._send(notifications.BEFORE_END, lease)
+        return notes
+
+    def _success(self, event, lease, notes=()):
+        """The result and notices of a finished action (see outcomes)."""
+        self.stats['done'] += 1
+        return outcomes.success(event, lease, notes)
+
+    def _failure(self, event, lease, error):
+        """The result and notices of a failed action: retried later, or
+        the lease in ERROR (see outcomes).
+        """
+        result, notices = outcomes.failure(event, lease, error, self.opts)
+        self.stats['retried' if result['status'] == _E.UNDONE
+                   else 'failed'] += 1
+        return result, notices
+
+    def _send(self, event_type, lease):
+        if self.notifier is not None:
+            self.notifier.notify(event_type, lease)
+
+    def _notify_later(self, event_type, lease):
+        if self.notifier is None:
+            return
+        try:
+            self._notify_pool.submit(self._send, event_type, lease)
+        except RuntimeError:      # shutting down: send it here
+            self._send(event_type, lease)
