@@ -136,7 +136,7 @@ class ApiBench(base.LeaseFunctionalBase):
         self.filter._server_create.application = timed_router
         # Phases of a leased boot, timed where servers.py calls them.
         self.phases = {}
-        for name, target in (('hints', 'nova_lease.api_ext.servers.'
+        for name, target in (('hints', 'nova_lease.api_ext.boot_hints.'
                                        'lease_request'),
                              ('policy', 'nova_lease.policy.authorize'),
                              ('record', 'nova_lease.plugins.instance.'

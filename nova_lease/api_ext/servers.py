@@ -11,25 +11,9 @@
 # under the License.
 """``POST /servers`` with lease hints: the instance reservation boot.
 
-The hints (in ``os:scheduler_hints`` or ``OS-SCH-HNT:scheduler_hints``,
-whichever Nova reads; values as strings or lists of strings, as Nova and
-the ``nova`` CLI send them):
-
-* ``reserved``: ``True`` or ``False`` (any case). ``reserved=True`` needs
-  ``lease_params``; ``reserved=False`` with ``lease_params`` is refused;
-  ``lease_params`` alone means ``reserved=True``.
-* ``lease_params``: a JSON *string* (see :mod:`nova_lease.params`); the
-  lease name defaults to the server name.
-
-A boot with neither gets the ``[nova_lease] default_lease`` when it is
-enabled (``default_lease_duration`` from now), unless its project is in
-``default_lease_exempt_projects``. ``reserved=False`` does not opt out of
-the default lease: it is the operator's rule.
-
-Any boot with ``--hint reservation=<id>`` (a host reservation's id),
-leased or not, gets the server metadata ``lease_reservation_id=<id>``
-(:func:`add_reservation_metadata`): the end of that host lease acts only
-on servers that carry it.
+The hints and what they ask for (a lease, the default lease or none, and
+the metadata of a host reservation's boot) are read in
+:mod:`nova_lease.api_ext.boot_hints`.
 
 For a leased boot, the filter, in the request's thread:
 
@@ -76,11 +60,11 @@ from oslo_serialization import jsonutils
 from oslo_utils import timeutils
 import webob.exc
 
+from nova_lease.api_ext import boot_hints
 from nova_lease import enforcement
 from nova_lease import exception
 from nova_lease import notifications
 from nova_lease import params as lease_params
-from nova_lease.plugins.host import plugin as host_plugin
 from nova_lease.plugins.instance import leases
 from nova_lease.policies import lease as lease_policies
 from nova_lease import policy
@@ -88,23 +72,8 @@ from nova_lease.scheduler import admission
 
 LOG = logging.getLogger(__name__)
 
-HINT_KEYS = ('os:scheduler_hints', 'OS-SCH-HNT:scheduler_hints')
-RESERVED = 'reserved'
-LEASE_PARAMS = 'lease_params'
-_TRUE = 'true'
 #: Seconds a flavor's sizes are reused without asking Nova's database.
 FLAVOR_CACHE_SECONDS = 60
-_FALSE = 'false'
-
-
-class HintError(exception.Invalid):
-    """A lease hint is invalid (400); the message names the field."""
-
-    msg_fmt = '%(reason)s'
-
-    def __init__(self, field, reason):
-        self.field = field
-        super().__init__(reason, field=field, reason=reason)
 
 
 class FlavorNotFound(exception.Invalid):
@@ -115,168 +84,6 @@ class FlavorNotFound(exception.Invalid):
 def _fault(exc_class, message):
     from nova.api.openstack import wsgi as os_wsgi
     return os_wsgi.Fault(exc_class(explanation=message))
-
-
-def _single(hints, key):
-    """The hint's value: a string (or bool), a one-element list unwrapped.
-
-    Returns None when the hint is absent.
-    """
-    if key not in hints:
-        return None
-    value = hints[key]
-    if isinstance(value, list):
-        if not value:
-            raise HintError(key, "'%s' must not be an empty list" % key)
-        if any(not isinstance(v, str) for v in value):
-            raise HintError(key, "'%s' must be a string or a list of "
-                                 "strings" % key)
-        if len(set(value)) > 1:
-            raise HintError(key, "'%s' is given more than once with "
-                                 "different values" % key)
-        value = value[0]
-    return value
-
-
-def parse_reserved(hints):
-    """True, False or None (absent) from the ``reserved`` hint."""
-    value = _single(hints, RESERVED)
-    if value is None or isinstance(value, bool):
-        return value
-    if isinstance(value, str):
-        text = value.strip().lower()
-        if text == _TRUE:
-            return True
-        if text == _FALSE:
-            return False
-        shown = value if len(value) <= 40 else value[:37] + '...'
-        raise HintError(RESERVED, "'reserved' must be True or False, got "
-                                  "%r" % shown)
-    raise HintError(RESERVED, "'reserved' must be the string True or False")
-
-
-class BadOption(exception.NovaLeaseException):
-    """A [nova_lease] option is invalid: the operator's error (500)."""
-
-    msg_fmt = 'nova_lease is misconfigured: [nova_lease] %(reason)s'
-
-
-def _option_duration(opts, name, allow_zero=False):
-    try:
-        return lease_params.parse_duration(getattr(opts, name), name,
-                                           allow_zero=allow_zero)
-    except lease_params.LeaseParamError as e:
-        raise BadOption(reason=str(e)) from None
-
-
-class LeaseRequest(object):
-    """What a boot asks for, once the hints are checked."""
-
-    __slots__ = ('params', 'default')
-
-    def __init__(self, params, default=False):
-        self.params = params
-        self.default = default
-
-
-def lease_request(conf, hints, project_id, server_name, now):
-    """The LeaseRequest of a boot, or None for an unleased boot.
-
-    :raises HintError: (400) a hint is malformed.
-    :raises nova_lease.params.LeaseParamError: (400) lease_params invalid.
-    """
-    opts = conf.nova_lease
-    reserved = parse_reserved(hints)
-    raw = _single(hints, LEASE_PARAMS)
-    max_duration = _option_duration(opts, 'max_lease_duration',
-                                    allow_zero=True)
-    default_name = server_name if isinstance(server_name, str) and (
-        server_name.strip()) else None
-    if default_name is not None and (reserved or raw is not None or (
-            opts.default_lease)) and lease_params.bad_character(
-                default_name):
-        # (Nova refuses such a server name too, after the lease would
-        # have been recorded.)
-        raise HintError('name', "'name' (the server name, the lease's "
-                                "name by default) must not contain control "
-                                "characters")
-    if raw is not None:
-        if reserved is False:
-            raise HintError(RESERVED, "'reserved' is False but "
-                                      "'lease_params' is given")
-        params = lease_params.parse_lease_params(
-            raw, now, max_duration=max_duration, default_name=default_name)
-        return LeaseRequest(params)
-    if reserved:
-        raise HintError(LEASE_PARAMS, "'lease_params' is required with "
-                                      "reserved=True")
-    if not opts.default_lease or project_id in (
-            opts.default_lease_exempt_projects or ()):
-        return None
-    duration = _option_duration(opts, 'default_lease_duration')
-    params = lease_params.LeaseParams(
-        name=default_name or 'default lease', start=now,
-        end=now + duration, start_now=True)
-    return LeaseRequest(params, default=True)
-
-
-def _set_hint(body, key, value):
-    """Set scheduler hint ``key`` in the request body, where Nova reads it.
-    """
-    for hint_key in HINT_KEYS:
-        if isinstance(body.get(hint_key), dict):
-            body[hint_key][key] = value
-            return
-    body[HINT_KEYS[0]] = {key: value}
-
-
-def _count(server):
-    """max_count of the request (min_count if absent), or None if invalid.
-    """
-    try:
-        min_count = int(server.get('min_count', 1))
-        max_count = int(server.get('max_count', min_count))
-    except (TypeError, ValueError):
-        return None
-    if min_count < 1 or max_count < min_count:
-        return None
-    return max_count
-
-
-#: The boot hint that asks for the hosts of a host reservation.
-RESERVATION_HINT = 'reservation'
-
-
-def add_reservation_metadata(server, hints):
-    """Record ``--hint reservation=<id>`` in the server's metadata.
-
-    A boot with the hint gets the metadata ``lease_reservation_id=<id>``
-    (:data:`nova_lease.plugins.host.plugin.META_SERVER_RESERVATION`; a
-    value the user gave for that key is replaced): at the end of the host
-    lease the engine acts only on the servers of the lease's project that
-    carry it (see :mod:`nova_lease.plugins.host.plugin`). Whether the hint
-    leads anywhere is LeaseFilter's business; a malformed hint (not one
-    string) or malformed metadata is left for Nova and the scheduler to
-    refuse.
-
-    Returns True if ``server`` (the request's ``server`` object) changed.
-    """
-    value = hints.get(RESERVATION_HINT)
-    if isinstance(value, list) and len(set(map(str, value))) == 1:
-        value = value[0]
-    if not isinstance(value, str) or not 0 < len(value) <= 255 or (
-            lease_params.bad_character(value)):
-        return False
-    metadata = server.get('metadata')
-    if metadata is None:
-        metadata = {}
-    if not isinstance(metadata, dict):
-        return False
-    key = host_plugin.META_SERVER_RESERVATION
-    if metadata.get(key) == value:
-        return False
-    server['metadata'] = dict(metadata, **{key: value})
-    return True
 
 
 class ServerCreate(object):
@@ -354,7 +161,7 @@ class ServerCreate(object):
         if not isinstance(server, dict):
             return req.get_response(self.application)
         hints = {}
-        for key in HINT_KEYS:
+        for key in boot_hints.HINT_KEYS:
             if key in body:
                 hints = body[key]
                 break
@@ -366,10 +173,11 @@ class ServerCreate(object):
                               "'%s' is an internal scheduler hint of "
                               "nova_lease: it cannot be given in a boot"
                               % key)
-        if add_reservation_metadata(server, hints):
+        if boot_hints.add_reservation_metadata(server, hints):
             req.body = jsonutils.dump_as_bytes(body)
         if ctx is None:
-            if RESERVED in hints or LEASE_PARAMS in hints:
+            if (boot_hints.RESERVED in hints or
+                    boot_hints.LEASE_PARAMS in hints):
                 LOG.error('nova_lease: no nova.context: the filter must '
                           'come after keystonecontext in api-paste.ini')
                 return _fault(webob.exc.HTTPInternalServerError,
@@ -378,16 +186,16 @@ class ServerCreate(object):
             return req.get_response(self.application)
         now = timeutils.utcnow()
         try:
-            request = lease_request(self.conf, hints, ctx.project_id,
-                                    server.get('name'), now)
+            request = boot_hints.lease_request(
+                self.conf, hints, ctx.project_id, server.get('name'), now)
         except exception.Invalid as e:
             return _fault(webob.exc.HTTPBadRequest, str(e))
-        except BadOption as e:
+        except boot_hints.BadOption as e:
             LOG.error('%s', e)
             return _fault(webob.exc.HTTPInternalServerError, str(e))
         if request is None:
             return req.get_response(self.application)
-        count = _count(server)
+        count = boot_hints.server_count(server)
         if count is None:
             return req.get_response(self.application)   # Nova answers 400
         if not request.default:
@@ -525,7 +333,7 @@ class ServerCreate(object):
         # else: Nova refuses the malformed metadata and the lease goes.
         # The scheduler knows a first boot of a leased server by this hint
         # (Nova keeps the hints; the scheduler never reads lease_params).
-        _set_hint(body, lease_params.LEASE_ID_HINT, lease_id)
+        boot_hints.set_hint(body, lease_params.LEASE_ID_HINT, lease_id)
         req.body = jsonutils.dump_as_bytes(body)
         try:
             resp = req.get_response(self.application)

@@ -17,7 +17,7 @@ from oslo_config import cfg
 from oslo_serialization import jsonutils
 import testtools
 
-from nova_lease.api_ext import servers
+from nova_lease.api_ext import boot_hints
 from nova_lease import conf as lease_conf
 from nova_lease import params
 
@@ -36,19 +36,20 @@ class HintRulesTest(testtools.TestCase):
         self.conf([])
 
     def _request(self, hints, project='p1', name='vm'):
-        return servers.lease_request(self.conf, hints, project, name, NOW)
+        return boot_hints.lease_request(self.conf, hints, project, name, NOW)
 
     def test_reserved_values(self):
         for value, expected in (('True', True), ('TRUE', True),
                                 (' false ', False), (['True'], True),
                                 (['true', 'true'], True), (True, True),
                                 (False, False)):
-            self.assertEqual(expected, servers.parse_reserved(
+            self.assertEqual(expected, boot_hints.parse_reserved(
                 {'reserved': value}), value)
-        self.assertIsNone(servers.parse_reserved({}))
+        self.assertIsNone(boot_hints.parse_reserved({}))
         for value in ('1', 'yes', '', [], [1], 3, ['True', 'False'],
                       {'a': 1}):
-            e = self.assertRaises(servers.HintError, servers.parse_reserved,
+            e = self.assertRaises(boot_hints.HintError,
+                                  boot_hints.parse_reserved,
                                   {'reserved': value})
             self.assertEqual('reserved', e.field)
             self.assertIn('reserved', str(e))
@@ -99,7 +100,7 @@ class HintRulesTest(testtools.TestCase):
 
     def test_bad_option_is_not_the_users_fault(self):
         self.conf.set_override('max_lease_duration', 'a year', 'nova_lease')
-        e = self.assertRaises(servers.BadOption, self._request,
+        e = self.assertRaises(boot_hints.BadOption, self._request,
                               {'lease_params': '{"duration": "1h"}'})
         self.assertEqual(500, e.code)
         self.assertIn('max_lease_duration', str(e))
@@ -122,10 +123,10 @@ class HintRulesTest(testtools.TestCase):
         self.assertTrue(self._request({'reserved': 'False'}).default)
 
     def test_count(self):
-        self.assertEqual(1, servers._count({}))
-        self.assertEqual(3, servers._count({'min_count': '3'}))
-        self.assertEqual(5, servers._count({'min_count': 2,
-                                            'max_count': 5}))
+        self.assertEqual(1, boot_hints.server_count({}))
+        self.assertEqual(3, boot_hints.server_count({'min_count': '3'}))
+        self.assertEqual(5, boot_hints.server_count({'min_count': 2,
+                                                     'max_count': 5}))
         for bad in ({'min_count': 'x'}, {'min_count': 0},
                     {'min_count': 3, 'max_count': 2}, {'max_count': None}):
-            self.assertIsNone(servers._count(bad))
+            self.assertIsNone(boot_hints.server_count(bad))
