@@ -114,7 +114,7 @@ class LeaseMiddleware(object):
     def _server_item(self, environ, start_response, match):
         """``/servers/<id>[/...]``: Nova answers; on its 404 only, the id
         may be the alias of a server created at its lease's start (see
-        :mod:`.deferred`).
+        :mod:`.deferred_alias`).
 
         Nova's answer passes through as it comes unless it is a 404; the
         request body, which Nova's router has read into a seekable
@@ -153,10 +153,10 @@ class LeaseMiddleware(object):
         return resp(environ, start_response)
 
     def _alias(self, environ, match):
-        from nova_lease.api_ext import deferred
+        from nova_lease.api_ext import deferred_alias
 
         req = os_wsgi.Request(environ)
-        return deferred.alias_response(
+        return deferred_alias.alias_response(
             req, environ.get('nova.context'), match.group('id'),
             match.group('rest') or '', self.application)
 
