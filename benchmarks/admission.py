@@ -108,6 +108,7 @@ from nova_lease.plugins.instance import leases  # noqa: E402
 from nova_lease.scheduler import admission  # noqa: E402
 # Imported before Nova's fixtures forbid os.uname() (numpy calls it).
 from nova_lease.scheduler import filters  # noqa: E402,F401
+from nova_lease.scheduler import inventory  # noqa: E402
 from nova_lease.scheduler import snapshot  # noqa: E402
 from tests.functional import base  # noqa: E402
 from tests.functional.db import fixtures as db_fixtures  # noqa: E402
@@ -130,10 +131,10 @@ class _Phases(object):
     """Wall time spent in named functions, per admission."""
 
     TIMED = (
-        ('nova_db', admission.NovaInventory, 'compute_hosts'),
-        ('nova_db', admission.NovaInventory, 'freepool_members'),
-        ('nova_db', admission.NovaInventory, 'leased_servers'),
-        ('placement', admission.NovaInventory, 'placement_usage'),
+        ('nova_db', inventory.NovaInventory, 'compute_hosts'),
+        ('nova_db', inventory.NovaInventory, 'freepool_members'),
+        ('nova_db', inventory.NovaInventory, 'leased_servers'),
+        ('placement', inventory.NovaInventory, 'placement_usage'),
         ('side_db_window_reads', db_api, 'window_allocation_rows'),
     )
 

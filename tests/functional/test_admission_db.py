@@ -29,6 +29,7 @@ from nova_lease import conf as lease_conf
 from nova_lease.db import api
 from nova_lease.db import models
 from nova_lease.scheduler import admission
+from nova_lease.scheduler import inventory
 from nova_lease.scheduler import snapshot
 from nova_lease.scheduler import view
 from tests.functional.db import base
@@ -39,7 +40,7 @@ HOUR = datetime.timedelta(hours=1)
 FLAVOR = {'vcpus': 4, 'memory_mb': 512, 'disk_gb': 1}
 
 
-class StaticInventory(admission.Inventory):
+class StaticInventory(inventory.Inventory):
     """Hosts of 4 vcpus, nothing running (placement agrees)."""
 
     CAPACITY = calendar.HostCapacity(4, 8192, 100)
@@ -48,7 +49,7 @@ class StaticInventory(admission.Inventory):
         self.hosts = hosts
 
     def compute_hosts(self, fresh=False):
-        return [admission.ComputeHost(h, h, 'uuid-' + h, self.CAPACITY,
+        return [inventory.ComputeHost(h, h, 'uuid-' + h, self.CAPACITY,
                                       (0, 0, 0)) for h in self.hosts], False
 
     def leased_servers(self, uuids):
