@@ -52,7 +52,7 @@ admission asks for one 2-vCPU server for 1 to 8 hours starting within
 20 hours of W; it always fits (2 vCPUs of each host are never promised).
 
 For comparison, ``old_read_ms`` is the time of one call of what
-admission read twice before (``snapshot.read`` of every live
+admission read twice before (``snapshot_reads.read`` of every live
 reservation and the window's allocations), for sizes up to
 ``--old-read-max``.
 
@@ -109,7 +109,7 @@ from nova_lease.scheduler import admission  # noqa: E402
 # Imported before Nova's fixtures forbid os.uname() (numpy calls it).
 from nova_lease.scheduler import filters  # noqa: E402,F401
 from nova_lease.scheduler import inventory  # noqa: E402
-from nova_lease.scheduler import snapshot  # noqa: E402
+from nova_lease.scheduler import snapshot_reads  # noqa: E402
 from tests.functional import base  # noqa: E402
 from tests.functional.db import fixtures as db_fixtures  # noqa: E402
 
@@ -379,7 +379,7 @@ class AdmissionBench(base.LeaseFunctionalBase):
             if blocks * block <= OPTIONS.old_read_max:
                 with self.db.reader() as session:
                     t0 = time.perf_counter()
-                    snapshot.read(session, now, w, w + 4 * HOUR)
+                    snapshot_reads.read(session, now, w, w + 4 * HOUR)
                     entry['old_read_ms'] = _ms(time.perf_counter() - t0)
             slow = sorted(zip(measured[1:], cpu_phases[1:]),
                           key=lambda m: -m[0][0])[:3]

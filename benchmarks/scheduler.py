@@ -104,7 +104,8 @@ from nova_lease.db import api as db_api  # noqa: E402
 from nova_lease.db import migration  # noqa: E402
 from nova_lease.db import models  # noqa: E402
 from nova_lease.scheduler import filters as lease_filters  # noqa: E402
-from nova_lease.scheduler import snapshot  # noqa: E402
+from nova_lease.scheduler import snapshot_cache  # noqa: E402
+from nova_lease.scheduler import snapshot_reads  # noqa: E402
 from nova_lease.scheduler import view  # noqa: E402
 from nova_lease.scheduler import weights as lease_weights  # noqa: E402
 
@@ -476,14 +477,14 @@ def run(n, repeat, hosts=HOSTS, db_dir=None, rng_seed=SEED):
             timed(lease(spec), out)
             # The refresh alone, after another change of the same kind.
             change()
-            timed(lambda: snapshot.CACHE.get(db, NOW, 3600), refresh)
+            timed(lambda: snapshot_cache.CACHE.get(db, NOW, 3600), refresh)
         return nova, steady, unleased, admit, move, refresh
 
     def first_snapshot():
         """Cold start: a request without a snapshot, then the time until
         the first full read (in the background) is in use.
         """
-        snapshot.CACHE.invalidate()
+        snapshot_cache.CACHE.invalidate()
         gc.collect()
         before = _rss_mb()
         t0 = time.perf_counter()
@@ -501,7 +502,7 @@ def run(n, repeat, hosts=HOSTS, db_dir=None, rng_seed=SEED):
         """
         samples = []
         old = view.get_snapshot(NOW)
-        parts = old._parts()[1:6:2]     # the big mappings it shares
+        parts = old.parts()[1:6:2]     # the big mappings it shares
         del old
         CONF.set_override('scheduler_snapshot_ttl', 0.0, group='nova_lease')
         try:
@@ -509,8 +510,8 @@ def run(n, repeat, hosts=HOSTS, db_dir=None, rng_seed=SEED):
         finally:
             CONF.set_override('scheduler_snapshot_ttl', 3600,
                               group='nova_lease')
-        deadline = time.monotonic() + snapshot.RETIRE_WAIT + 60
-        while (snapshot.CACHE.reading(db) or any(parts)) and \
+        deadline = time.monotonic() + snapshot_cache.RETIRE_WAIT + 60
+        while (snapshot_cache.CACHE.reading(db) or any(parts)) and \
                 time.monotonic() < deadline:
             timed(lease(spec), samples)
             timed(lease(plain), samples)
@@ -529,12 +530,12 @@ def run(n, repeat, hosts=HOSTS, db_dir=None, rng_seed=SEED):
     during_ms, during_max_ms = during_reload()
     # Full reads are slow at 1,000,000: fewer samples.
     full_reads = 1 if n >= 1000000 else max(2, repeat // 10)
-    load_ms = _time(lambda: snapshot.load(db, NOW), full_reads)
+    load_ms = _time(lambda: snapshot_reads.load(db, NOW), full_reads)
     # Leave a reused database as it was filled.
     for lease in admitted:
         db_api.lease_destroy(db, lease['id'])
     db_api.reset_databases()
-    snapshot.CACHE.invalidate()
+    snapshot_cache.CACHE.invalidate()
     if tmp is not None:
         shutil.rmtree(tmp, ignore_errors=True)
     return {

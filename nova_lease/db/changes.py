@@ -10,9 +10,9 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 """The change journal (lease_changes): which leases and reservations
-changed, for the scheduler's snapshot (nova_lease.scheduler.snapshot).
-Every writer that changes what the snapshot holds adds its rows in its own
-transaction.
+changed, for the scheduler's snapshot (read by
+nova_lease.scheduler.snapshot_reads). Every writer that changes what the
+snapshot holds adds its rows in its own transaction.
 """
 
 import datetime

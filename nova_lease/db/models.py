@@ -404,8 +404,8 @@ class LeaseChange(Base):
     status, a reservation (status, server link, creation, deletion) or an
     allocation adds, in the same transaction, one row naming the lease
     and/or the reservation. The scheduler's snapshot
-    (nova_lease.scheduler.snapshot) reads the rows above the last id it
-    saw and reads those reservations again. Rows are pruned after
+    (nova_lease.scheduler.snapshot_reads) reads the rows above the last id
+    it saw and reads those reservations again. Rows are pruned after
     nova_lease.db.api.CHANGE_RETENTION. No foreign keys: the row of a
     deleted lease must stay.
     """

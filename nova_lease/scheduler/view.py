@@ -37,6 +37,8 @@ from nova_lease.db import api as db_api
 from nova_lease import exception as lease_exception
 from nova_lease import params
 from nova_lease.scheduler import snapshot
+from nova_lease.scheduler import snapshot_cache
+from nova_lease.scheduler import snapshot_reads
 from nova_lease import status
 
 LOG = logging.getLogger(__name__)
@@ -102,7 +104,7 @@ def _hint(spec_obj, name):
 
 def _instance_reservation(row, lease, items):
     props = row['properties'] or {}
-    size = snapshot._size_from(jsonutils.dumps(props), items)
+    size = snapshot.size_from(jsonutils.dumps(props), items)
     return snapshot.Reservation(
         row['id'], lease['id'], lease['project_id'], snapshot.INSTANCE,
         row['resource_id'], lease['start_date'], lease['end_date'],
@@ -480,7 +482,7 @@ def _leased_rows(owners, rows, keys, now_us):
     """(host positions, ends, sizes (n, 3)) of running leased servers of
     known size, as the Loads columns take them.
 
-    ``rows``: their snapshot rows (see snapshot._server_row), on the
+    ``rows``: their snapshot rows (``Snapshot.server_rows``), on the
     hosts at positions ``owners``. Each counts until its lease ends; one
     built before its lease starts until the start (it is shelved then);
     one whose allocation on this host covers now stops counting now (the
@@ -714,7 +716,7 @@ def _forget_finished():
             del _VIEWS[key]
 
 
-snapshot.CACHE.add_retire_hook(_forget_finished)
+snapshot_cache.CACHE.add_retire_hook(_forget_finished)
 
 
 def _recall(spec_obj):
@@ -729,13 +731,13 @@ def get_snapshot(now, conf=CONF, wait=None):
     """The scheduler's snapshot of the lease calendar, current at ``now``.
 
     None while there is none yet: its first full read runs in the
-    background (see ``snapshot.SnapshotCache``) unless ``wait`` seconds
-    are given to wait for it (tools and tests; the scheduler never
+    background (see ``snapshot_cache.SnapshotCache``) unless ``wait``
+    seconds are given to wait for it (tools and tests; the scheduler never
     waits). When the side database cannot be read, the last snapshot.
     """
     db = db_api.get_database(conf)
-    return snapshot.CACHE.get(db, now, conf.nova_lease.scheduler_snapshot_ttl,
-                              wait=wait)
+    return snapshot_cache.CACHE.get(
+        db, now, conf.nova_lease.scheduler_snapshot_ttl, wait=wait)
 
 
 #: Scheduler hints that make a request leased or a host reservation's
@@ -867,8 +869,8 @@ class ColdView(object):
             ids = {_hint(spec_obj, name) for name in
                    ('reservation', 'nova_lease_reservation')}
             with db.reader() as session:
-                own = snapshot.read_named(session, now, server=uuid,
-                                          ids={i for i in ids if i})
+                own = snapshot_reads.read_named(
+                    session, now, server=uuid, ids={i for i in ids if i})
             self.request = _resolve(spec_obj, own, now, conf)
             self._own = own
         except Exception as e:
@@ -891,11 +893,12 @@ class ColdView(object):
         try:
             db = db_api.get_database(self.conf)
             with db.reader() as session:
-                _version, registered = snapshot.read_registered(session)
+                _version, registered = snapshot_reads.read_registered(
+                    session)
                 items = None
                 overflow = _COLD_OVERFLOW.get(str(db.url))
                 if overflow is None or not keys >= overflow:
-                    items = snapshot.read_host_items(
+                    items = snapshot_reads.read_host_items(
                         session, self.now, keys, self.now, None,
                         COLD_READ_LIMIT)
                     if items is None:
@@ -904,7 +907,7 @@ class ColdView(object):
                         _COLD_OVERFLOW[str(db.url)] = frozenset(keys)
                 how = 'all'
                 if items is None and req.end is not None:
-                    items = snapshot.read_host_items(
+                    items = snapshot_reads.read_host_items(
                         session, self.now, keys, req.start, req.end,
                         COLD_READ_LIMIT)
                     how = 'over the request\'s interval'

@@ -30,7 +30,8 @@ from nova_lease.db import api
 from nova_lease.db import models
 from nova_lease.scheduler import admission
 from nova_lease.scheduler import inventory
-from nova_lease.scheduler import snapshot
+from nova_lease.scheduler import snapshot_cache
+from nova_lease.scheduler import snapshot_reads
 from nova_lease.scheduler import view
 from tests.functional.db import base
 from tests import threads
@@ -135,7 +136,7 @@ class _AdmissionTests(object):
         self.assertEqual(2, len(allocations))
 
     def test_snapshot_cache_reloads_on_new_allocation(self):
-        cache = snapshot.SnapshotCache()
+        cache = snapshot_cache.SnapshotCache()
         first = cache.get(self.db, NOW, ttl=3600, wait=60)
         self.assertIsNone(first.calendar)
         self.assertIs(first, cache.get(self.db, NOW, ttl=3600))
@@ -170,7 +171,7 @@ class _AdmissionTests(object):
                 models.LEASE_CHANGES.c.id == journal['id']))
             session.execute(models.ALLOCATIONS.delete().where(
                 models.ALLOCATIONS.c.id == late['id']))
-        cache = snapshot.SnapshotCache()
+        cache = snapshot_cache.SnapshotCache()
         before = cache.get(self.db, NOW, ttl=3600, wait=60)
         self.assertEqual(2, len(before.items))
         with self.db.writer() as session:
@@ -183,7 +184,7 @@ class _AdmissionTests(object):
         for hours in (1, 2, 3):
             self._admit(NOW + hours * 10 * HOUR,
                         NOW + (hours * 10 + 1) * HOUR)
-        cache = snapshot.SnapshotCache()
+        cache = snapshot_cache.SnapshotCache()
         loaded = cache.get(self.db, NOW, ttl=3600, wait=60)
         first, second = api.allocation_list(self.db)[:2]
         api.reservation_destroy(self.db, first['reservation_id'])
@@ -194,7 +195,7 @@ class _AdmissionTests(object):
         api.reservation_update(self.db, res['id'], {'resource_id': 'srv'})
         self._admit(NOW + 60 * HOUR, NOW + 61 * HOUR)
         updated = cache.get(self.db, NOW, ttl=3600)
-        full = snapshot.load(self.db, NOW)
+        full = snapshot_reads.load(self.db, NOW)
         self.assertEqual(sorted(full.items), sorted(updated.items))
         self.assertEqual(dict(full.reservations), dict(updated.reservations))
         self.assertEqual(full.servers, updated.servers)

@@ -33,7 +33,8 @@ from oslo_utils import timeutils
 
 from nova_lease.db import api as db_api
 from nova_lease.plugins.host import plugin as host_plugin
-from nova_lease.scheduler import snapshot
+from nova_lease.scheduler import snapshot_cache
+from nova_lease.scheduler import snapshot_reads
 from nova_lease.scheduler import view
 from tests.functional import base
 from tests.functional import test_host_reservation
@@ -81,7 +82,7 @@ class SchedulerDatabaseOutage(fixtures.Fixture):
 
     def _setUp(self):
         fake = _DbApiSeenByTheScheduler()
-        for module in (view, snapshot):
+        for module in (view, snapshot_cache, snapshot_reads):
             self.useFixture(fixtures.MockPatchObject(module, 'db_api',
                                                      fake))
 
@@ -154,7 +155,7 @@ class SchedulerOutageTest(SchedulerMixin,
         self.assertEqual(['host1'], self._aggregate('freepool')['hosts'])
 
     def test_no_snapshot(self):
-        snapshot.CACHE.invalidate()
+        snapshot_cache.CACHE.invalidate()
         self.useFixture(SchedulerDatabaseOutage())
 
         # Unleased work: never the free pool (host1) nor the host lease's

@@ -20,7 +20,7 @@ start from a per-request read of the candidate hosts' allocations -- and
 keep every promise. A read that fails keeps the old snapshot.
 
 Here the full read is made slow (or made to fail) by wrapping
-``nova_lease.scheduler.snapshot.load``, the function that reads it.
+``nova_lease.scheduler.snapshot_reads.load``, the function that reads it.
 host1 is big (Nova's weighers prefer it), host2 small.
 """
 
@@ -29,7 +29,8 @@ import threading
 
 import fixtures
 
-from nova_lease.scheduler import snapshot
+from nova_lease.scheduler import snapshot_cache
+from nova_lease.scheduler import snapshot_reads
 from nova_lease.scheduler import view
 from tests.functional import base
 from tests.functional import test_scheduler_outage
@@ -50,7 +51,7 @@ class _SlowLoad(fixtures.Fixture):
         self.release = threading.Event()
         self.finished = threading.Event()
         self.calls = 0
-        real = snapshot.load
+        real = snapshot_reads.load
 
         def load(*args, **kwargs):
             self.calls += 1
@@ -64,7 +65,7 @@ class _SlowLoad(fixtures.Fixture):
                     self.finished.set()
 
         self.addCleanup(self.release.set)
-        self.useFixture(fixtures.MockPatchObject(snapshot, 'load', load))
+        self.useFixture(fixtures.MockPatchObject(snapshot_reads, 'load', load))
 
 
 class _FailingLoad(fixtures.Fixture):
@@ -73,7 +74,7 @@ class _FailingLoad(fixtures.Fixture):
     def _setUp(self):
         self.calls = 0
         self.failing = True
-        real = snapshot.load
+        real = snapshot_reads.load
 
         def load(*args, **kwargs):
             self.calls += 1
@@ -81,7 +82,7 @@ class _FailingLoad(fixtures.Fixture):
                 raise RuntimeError('full read failed (test)')
             return real(*args, **kwargs)
 
-        self.useFixture(fixtures.MockPatchObject(snapshot, 'load', load))
+        self.useFixture(fixtures.MockPatchObject(snapshot_reads, 'load', load))
 
 
 class SnapshotReloadTest(test_scheduler_outage.SchedulerMixin,
@@ -100,7 +101,7 @@ class SnapshotReloadTest(test_scheduler_outage.SchedulerMixin,
     def test_cold_start_does_not_wait_for_the_first_read(self):
         # host1 is promised in full from T+1h.
         self._promise('host1', self.T + HOUR, self.T + 3 * HOUR, 8)
-        snapshot.CACHE.invalidate()
+        snapshot_cache.CACHE.invalidate()
         slow = self.useFixture(_SlowLoad())
 
         unleased = self._boot(name='unleased')
@@ -121,7 +122,7 @@ class SnapshotReloadTest(test_scheduler_outage.SchedulerMixin,
         self.useFixture(fixtures.MockPatchObject(view, 'COLD_READ_LIMIT',
                                                  0))
         self._promise('host1', self.T + HOUR, self.T + 3 * HOUR, 1)
-        snapshot.CACHE.invalidate()
+        snapshot_cache.CACHE.invalidate()
         slow = self.useFixture(_SlowLoad())
         refused = self._boot(name='refused', wait='ERROR')
         self.assertIn('No valid host', refused['fault']['message'])

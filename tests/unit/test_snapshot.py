@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 import testtools
 
 from nova_lease import calendar
+from nova_lease.scheduler import mappings
 from nova_lease.scheduler import snapshot
 
 NOW = datetime.datetime(2030, 1, 1)
@@ -95,7 +96,7 @@ class PatchedTest(testtools.TestCase):
     def test_patched_equals_built(self, data):
         # Merge the overlays often too.
         self.useFixture(fixtures.MonkeyPatch(
-            'nova_lease.scheduler.snapshot.COMPACT_SIZE',
+            'nova_lease.scheduler.mappings.COMPACT_SIZE',
             data.draw(st.sampled_from([0, 2, 4096]))))
         state = data.draw(_state())
         snap = _build(state)
@@ -119,8 +120,8 @@ class LayeredTest(testtools.TestCase):
 
     def test_mapping(self):
         base = {'a': 1, 'b': 2}
-        layer = snapshot.Layered(base)
-        new = layer.patched({'a': snapshot._GONE, 'c': 3, 'b': 4})
+        layer = mappings.Layered(base)
+        new = layer.patched({'a': mappings.GONE, 'c': 3, 'b': 4})
         self.assertEqual({'a': 1, 'b': 2}, dict(layer))
         self.assertEqual({'b': 4, 'c': 3}, dict(new))
         self.assertEqual(2, len(new))
@@ -129,16 +130,16 @@ class LayeredTest(testtools.TestCase):
         self.assertRaises(KeyError, new.__getitem__, 'a')
         self.assertEqual(4, new['b'])
         self.assertIs(base, new._base)
-        again = new.patched({'a': 5, 'zz': snapshot._GONE})
+        again = new.patched({'a': 5, 'zz': mappings.GONE})
         self.assertEqual({'a': 5, 'b': 4, 'c': 3}, dict(again))
         self.assertEqual(3, len(again))
         self.assertIs(again, again.patched({}))
 
     def test_compaction(self):
         self.useFixture(fixtures.MonkeyPatch(
-            'nova_lease.scheduler.snapshot.COMPACT_SIZE', 1))
-        layer = snapshot.Layered({'a': 1})
-        new = layer.patched({'b': 2, 'a': snapshot._GONE})
+            'nova_lease.scheduler.mappings.COMPACT_SIZE', 1))
+        layer = mappings.Layered({'a': 1})
+        new = layer.patched({'b': 2, 'a': mappings.GONE})
         self.assertEqual({}, new._top)
         self.assertEqual({'b': 2}, new._base)
         self.assertEqual({'a': 1}, dict(layer))

@@ -25,7 +25,7 @@ from oslo_utils import timeutils
 
 from nova_lease.db import api
 from nova_lease import params
-from nova_lease.scheduler import snapshot
+from nova_lease.scheduler import snapshot_reads
 from nova_lease.scheduler import view
 from tests.functional.db import base
 from tests.unit import test_scheduler as unit
@@ -118,7 +118,7 @@ class _ColdTests(object):
         ]
 
     def test_same_answers_as_the_snapshot(self):
-        full = snapshot.load(self.db, NOW)
+        full = snapshot_reads.load(self.db, NOW)
         self.assertEqual({'host4'}, full.registered)
         for spec in self._specs():
             warm = view.RequestView(spec, full, NOW, CONF)
@@ -141,9 +141,9 @@ class _ColdTests(object):
         self.useFixture(fixtures.MockPatchObject(view, 'COLD_READ_LIMIT',
                                                  1))
         reads = []
-        real = snapshot.read_host_items
+        real = snapshot_reads.read_host_items
         self.useFixture(fixtures.MockPatchObject(
-            snapshot, 'read_host_items',
+            snapshot_reads, 'read_host_items',
             lambda *args: reads.append(args[4]) or real(*args)))
         for spec in self._specs()[:4]:
             self.assertEqual(

@@ -28,7 +28,8 @@ from nova_lease import calendar
 from nova_lease.db import api
 from nova_lease.db import changes
 from nova_lease.db import models
-from nova_lease.scheduler import snapshot
+from nova_lease.scheduler import snapshot_cache
+from nova_lease.scheduler import snapshot_reads
 from tests.functional.db import base
 
 NOW = datetime.datetime(2030, 1, 1)
@@ -42,7 +43,7 @@ class _JournalTests(object):
         super().setUp()
         timeutils.set_time_override(NOW)
         self.addCleanup(timeutils.clear_time_override)
-        self.cache = snapshot.SnapshotCache()
+        self.cache = snapshot_cache.SnapshotCache()
 
     def _lease(self, start=NOW + HOUR, end=NOW + 3 * HOUR, host='host1',
                status='PENDING', resource_id=None, name='l', events=()):
@@ -59,7 +60,7 @@ class _JournalTests(object):
             events=events)
 
     def _same_as_full_load(self, snap):
-        full = snapshot.load(self.db, NOW)
+        full = snapshot_reads.load(self.db, NOW)
         self.assertEqual(sorted(full.items), sorted(snap.items))
         self.assertEqual(dict(full.reservations), dict(snap.reservations))
         self.assertEqual(full.servers, snap.servers)
@@ -280,9 +281,9 @@ class _JournalTests(object):
                 'allocations': [{
                     'host': 'host1', 'start_date': NOW - HOUR,
                     'end_date': NOW, 'vcpus': 3}]}])
-        full = snapshot.load(self.db, NOW)
+        full = snapshot_reads.load(self.db, NOW)
         with self.db.reader() as session:
-            two = snapshot.read(session, NOW, start=NOW)
+            two = snapshot_reads.read(session, NOW, start=NOW)
         self.assertEqual(sorted(two.items), sorted(full.items))
         self.assertEqual(dict(two.reservations), dict(full.reservations))
         self.assertEqual(two.servers, full.servers)
@@ -317,13 +318,13 @@ class _JournalTests(object):
         retention = api.CHANGE_RETENTION.total_seconds()
         first = self._first(ttl=10 ** 9)
         release = threading.Event()
-        real = snapshot.load
+        real = snapshot_reads.load
 
         def slow_load(*args):
             release.wait(60)
             return real(*args)
 
-        self.patch(snapshot, 'load', slow_load)
+        self.patch(snapshot_reads, 'load', slow_load)
         self.addCleanup(release.set)
         first.loaded_at -= retention * 0.6
         self._lease(name='meanwhile')
@@ -339,9 +340,9 @@ class _JournalTests(object):
         # uses it (or a version of it) any more.
         self._lease(name='a')
         self._lease(name='b', host='host2')
-        self.patch(snapshot, 'RETIRE_POLL', 0.01)
+        self.patch(snapshot_cache, 'RETIRE_POLL', 0.01)
         first = self._first()
-        parts = first._parts()
+        parts = first.parts()
         in_use = self.cache.get(self.db, NOW, TTL)
         self.assertIs(first, in_use)
         first.loaded_at -= TTL
@@ -359,7 +360,7 @@ class _JournalTests(object):
 
     def test_failed_full_reads_back_off(self):
         calls = []
-        real = snapshot.load
+        real = snapshot_reads.load
 
         def failing(*args):
             calls.append(time.monotonic())
@@ -367,8 +368,8 @@ class _JournalTests(object):
                 raise RuntimeError('full read failed (test)')
             return real(*args)
 
-        self.patch(snapshot, 'load', failing)
-        self.patch(snapshot, 'RETRY_FIRST', 0.2)
+        self.patch(snapshot_reads, 'load', failing)
+        self.patch(snapshot_cache, 'RETRY_FIRST', 0.2)
         self.assertIsNone(self.cache.get(self.db, NOW, TTL, wait=60))
         # Not tried again before the back-off: 0.2 s, then 0.4 s.
         self.assertIsNone(self.cache.get(self.db, NOW, TTL, wait=60))
