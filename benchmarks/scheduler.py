@@ -104,6 +104,7 @@ from nova_lease.db import api as db_api  # noqa: E402
 from nova_lease.db import migration  # noqa: E402
 from nova_lease.db import models  # noqa: E402
 from nova_lease.scheduler import filters as lease_filters  # noqa: E402
+from nova_lease.scheduler import hosts as lease_hosts  # noqa: E402
 from nova_lease.scheduler import snapshot_cache  # noqa: E402
 from nova_lease.scheduler import snapshot_reads  # noqa: E402
 from nova_lease.scheduler import view  # noqa: E402
@@ -151,7 +152,7 @@ def _host_states(hosts, layout):
     for n, (rid, members) in enumerate(sorted(layout['held'].items())):
         agg = objects.Aggregate(id=n + 2, name='reservation-' + rid,
                                 hosts=members,
-                                metadata={view.RESERVATION_KEY: rid})
+                                metadata={lease_hosts.RESERVATION_KEY: rid})
         for host in members:
             aggregates[host] = [agg]
     for k in range(hosts):

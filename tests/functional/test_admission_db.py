@@ -30,9 +30,9 @@ from nova_lease.db import api
 from nova_lease.db import models
 from nova_lease.scheduler import admission
 from nova_lease.scheduler import inventory
+from nova_lease.scheduler import request as lease_request
 from nova_lease.scheduler import snapshot_cache
 from nova_lease.scheduler import snapshot_reads
-from nova_lease.scheduler import view
 from tests.functional.db import base
 from tests import threads
 
@@ -222,16 +222,19 @@ class _AdmissionTests(object):
                 'resource_id': 'srv', 'properties': dict(FLAVOR)}])
         host_res, vm_res = sorted(lease['reservations'],
                                   key=lambda r: r['resource_type'])
-        res, hosts = view.lookup_reservation(self.conf, host_res['id'], NOW)
+        res, hosts = lease_request.lookup_reservation(
+            self.conf, host_res['id'], NOW)
         self.assertEqual(({'host7'}, 'ACTIVE', 'p'),
                          (hosts, res.lease_status, res.project_id))
         self.assertEqual((None, ()),
-                         view.lookup_reservation(self.conf, 'nope', NOW))
-        res, hosts = view.lookup_server(self.conf, 'srv', NOW)
+                         lease_request.lookup_reservation(
+                             self.conf, 'nope', NOW))
+        res, hosts = lease_request.lookup_server(self.conf, 'srv', NOW)
         self.assertEqual((vm_res['id'], set(), 4),
                          (res.id, hosts, res.size.vcpus))
         self.assertEqual((None, ()),
-                         view.lookup_server(self.conf, 'srv', NOW + HOUR))
+                         lease_request.lookup_server(
+                             self.conf, 'srv', NOW + HOUR))
 
 
 class _WindowReadTests(object):

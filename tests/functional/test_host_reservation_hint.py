@@ -45,6 +45,7 @@ from nova.tests.functional.api import client as api_client
 from oslo_utils import timeutils
 
 from nova_lease.plugins.host import plugin as host_plugin
+from nova_lease.scheduler import request as lease_request
 from nova_lease.scheduler import view
 from tests.functional import base
 from tests.functional import test_harness
@@ -154,7 +155,8 @@ class HostReservationHintTest(_HintTestBase):
         # scheduler's snapshot may still be the one read before the
         # start (see scheduler_snapshot_ttl): it is held there for this
         # boot; the reservation is then read from the side database.
-        lookup = self.spy_on_function(view, 'lookup_reservation')
+        lookup = self.spy_on_function(lease_request,
+                                      'lookup_reservation')
         with mock.patch.object(view, 'get_snapshot',
                                side_effect=lambda now, conf=None: before):
             server = self._wait_for_state_change(

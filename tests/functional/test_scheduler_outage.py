@@ -33,6 +33,7 @@ from oslo_utils import timeutils
 
 from nova_lease.db import api as db_api
 from nova_lease.plugins.host import plugin as host_plugin
+from nova_lease.scheduler import request as lease_request
 from nova_lease.scheduler import snapshot_cache
 from nova_lease.scheduler import snapshot_reads
 from nova_lease.scheduler import view
@@ -82,7 +83,8 @@ class SchedulerDatabaseOutage(fixtures.Fixture):
 
     def _setUp(self):
         fake = _DbApiSeenByTheScheduler()
-        for module in (view, snapshot_cache, snapshot_reads):
+        for module in (view, lease_request, snapshot_cache,
+                       snapshot_reads):
             self.useFixture(fixtures.MockPatchObject(module, 'db_api',
                                                      fake))
 

@@ -33,6 +33,8 @@ from nova_lease import calendar
 from nova_lease import params
 from nova_lease.plugins.host import plugin as host_plugin
 from nova_lease.scheduler import filters
+from nova_lease.scheduler import hosts as lease_hosts
+from nova_lease.scheduler import request as lease_request
 from nova_lease.scheduler import snapshot
 from nova_lease.scheduler import view
 from nova_lease.scheduler import weights
@@ -49,7 +51,7 @@ def _aggregate(name, host, metadata=None):
 
 def _held(rid):
     """An aggregate of host reservation ``rid`` (as the engine makes it)."""
-    return ('reservation-' + rid, {view.RESERVATION_KEY: rid})
+    return ('reservation-' + rid, {lease_hosts.RESERVATION_KEY: rid})
 
 
 def _host(name, vcpus_used=0, instances=None, aggregates=()):
@@ -79,15 +81,16 @@ def _spec(hints=None, uuid=None, vcpus=4, project='p1', **kwargs):
 def _lease_hints(end, start=None):
     """The hints of a first boot of a lease of project p1 from ``start``
     (now if None) to ``end``: the internal hint nova-api adds, naming a
-    lease that :func:`_lease_of` finds (as ``view.lookup_lease`` would in
-    the side database).
+    lease that :func:`_lease_of` finds (as ``lease_request.lookup_lease``
+    would in the side database).
     """
     return {params.LEASE_ID_HINT: 'lease|%s|%s' % (
         (start or NOW).isoformat(), end.isoformat())}
 
 
 def _lease_of(lease_id, now):
-    """``view.lookup_lease`` for the leases named by :func:`_lease_hints`.
+    """``lease_request.lookup_lease`` for the leases named by
+    :func:`_lease_hints`.
     """
     if not lease_id.startswith('lease|'):
         return []
@@ -122,15 +125,16 @@ class _Base(testtools.TestCase):
         # The servers the snapshot does not know are not in the database
         # either (tests/functional covers the lookup).
         self.lookup = self.useFixture(fixtures.MockPatchObject(
-            view, 'lookup_server', return_value=(None, ()))).mock
+            lease_request, 'lookup_server', return_value=(None, ()))).mock
         self.lookup_res = self.useFixture(fixtures.MockPatchObject(
-            view, 'lookup_reservation', return_value=(None, ()))).mock
+            lease_request, 'lookup_reservation', return_value=(None, ()))).mock
         self.lookup_lease = self.useFixture(fixtures.MockPatchObject(
-            view, 'lookup_lease',
+            lease_request, 'lookup_lease',
             side_effect=lambda conf, lease_id, now: _lease_of(lease_id,
                                                               now))).mock
         self.lookup_deferred = self.useFixture(fixtures.MockPatchObject(
-            view, 'lookup_deferred', return_value=(None, (), False))).mock
+            lease_request, 'lookup_deferred',
+            return_value=(None, (), False))).mock
         # No side database here: the filter and weigher do not register
         # (tests/functional/test_misconfiguration.py covers it).
         self.useFixture(fixtures.MockPatch(
@@ -168,8 +172,9 @@ class FilterTest(_Base):
     def test_future_lease_first_boot_needs_until_its_start(self):
         self.promise('host1', NOW + 2 * HOUR, NOW + 4 * HOUR)
         spec = _spec(_lease_hints(NOW + 4 * HOUR, start=NOW + 2 * HOUR))
-        req = view.resolve(spec, self.snap, NOW, lookup_lease=_lease_of)
-        self.assertEqual((view.LEASED, NOW, NOW + 2 * HOUR),
+        req = lease_request.resolve(spec, self.snap, NOW,
+                                    lookup_lease=_lease_of)
+        self.assertEqual((lease_request.LEASED, NOW, NOW + 2 * HOUR),
                          (req.kind, req.start, req.end))
         self.assertEqual(['host1', 'host2'],
                          self.passing([_host('host1'), _host('host2')],
@@ -298,7 +303,8 @@ class FilterTest(_Base):
         self.assertEqual([], self.passing(
             hosts, _spec({'reservation': 'other'}, vcpus=1)))
         # The key is the one the engine's host plugin sets.
-        self.assertEqual(host_plugin.META_RESERVATION, view.RESERVATION_KEY)
+        self.assertEqual(host_plugin.META_RESERVATION,
+                         lease_hosts.RESERVATION_KEY)
 
     def test_hint_needs_the_reservations_aggregate(self):
         # The lease ended early (deleted): the engine deleted the
@@ -333,8 +339,8 @@ class FilterTest(_Base):
         self.promise('host1', NOW + HOUR, NOW + 4 * HOUR)
         for raw in ('{"end": 1', jsonutils.dumps({'duration': '30m'})):
             spec = _spec({'reserved': 'True', 'lease_params': raw})
-            self.assertEqual(view.UNLEASED,
-                             view.resolve(spec, self.snap, NOW).kind)
+            self.assertEqual(lease_request.UNLEASED,
+                             lease_request.resolve(spec, self.snap, NOW).kind)
             self.assertEqual([], self.passing([_host('host1')], spec))
         self.lookup.assert_not_called()
 
@@ -344,10 +350,11 @@ class FilterTest(_Base):
         uuid = uuidutils.generate_uuid()
         spec = _spec(_lease_hints(NOW - 1 * _SEC, start=NOW - HOUR),
                      uuid=uuid)
-        request = view.resolve(spec, self.snap, NOW,
-                               lookup=lambda u, n: (None, ()),
-                               lookup_lease=_lease_of)
-        self.assertEqual((view.UNLEASED, None), (request.kind, request.end))
+        request = lease_request.resolve(spec, self.snap, NOW,
+                                        lookup=lambda u, n: (None, ()),
+                                        lookup_lease=_lease_of)
+        self.assertEqual((lease_request.UNLEASED, None),
+                         (request.kind, request.end))
         self.assertEqual([], self.passing([_host('host1')], spec))
         self.lookup.assert_called_once_with(CONF, uuid, NOW)
 
@@ -357,15 +364,15 @@ class FilterTest(_Base):
             'r1', NOW, NOW + HOUR, resource_id='another-server',
             status='ACTIVE')})
         spec = _spec({params.LEASE_ID_HINT: 'lease-r1'})
-        self.assertEqual(view.UNLEASED,
-                         view.resolve(spec, self.snap, NOW).kind)
+        self.assertEqual(lease_request.UNLEASED,
+                         lease_request.resolve(spec, self.snap, NOW).kind)
         self.snap = snapshot.Snapshot((), {'r1': _reservation(
             'r1', NOW, NOW + HOUR)})
-        request = view.resolve(spec, self.snap, NOW)
-        self.assertEqual((view.LEASED, NOW + HOUR),
+        request = lease_request.resolve(spec, self.snap, NOW)
+        self.assertEqual((lease_request.LEASED, NOW + HOUR),
                          (request.kind, request.end))
         # Another project's lease does not lease this request.
-        self.assertEqual(view.UNLEASED, view.resolve(
+        self.assertEqual(lease_request.UNLEASED, lease_request.resolve(
             _spec({params.LEASE_ID_HINT: 'lease-r1'}, project='p2'),
             self.snap, NOW).kind)
         self.lookup_lease.assert_not_called()
@@ -376,8 +383,8 @@ class FilterTest(_Base):
         hosts = [_host('host1'), _host('host2')]
         spec = _spec({params.RESERVATION_HINT: 'r1'})
         self.assertEqual(['host1'], self.passing(hosts, spec))
-        request = view.resolve(spec, self.snap, NOW)
-        self.assertEqual((view.LEASED, NOW + 2 * HOUR, ('r1',)),
+        request = lease_request.resolve(spec, self.snap, NOW)
+        self.assertEqual((lease_request.LEASED, NOW + 2 * HOUR, ('r1',)),
                          (request.kind, request.end, request.exclude))
         # Something else took its capacity: NoValidHost, never host2.
         self.assertEqual([], self.passing(
@@ -406,11 +413,12 @@ class FilterTest(_Base):
         # unleased.
         self.lookup_deferred.return_value = (
             dead._replace(resource_id=uuid), {'host1'}, False)
-        self.assertEqual(view.UNLEASED,
-                         view.resolve(spec, self.snap, NOW,
-                                      lookup_deferred=lambda r, n: (
-                                          dead._replace(resource_id=uuid),
-                                          {'host1'}, False)).kind)
+        self.assertEqual(lease_request.UNLEASED,
+                         lease_request.resolve(
+                             spec, self.snap, NOW,
+                             lookup_deferred=lambda r, n: (
+                                 dead._replace(resource_id=uuid),
+                                 {'host1'}, False)).kind)
         self.assertEqual(['host1', 'host2'], self.passing(hosts, spec))
 
     def test_registered_hosts_take_host_reservations_only(self):
@@ -529,9 +537,9 @@ def _reference_leased(host_states, snap, now):
             res = snap.servers.get(uuid)
             if res is None:
                 continue
-            size = res.size or view._instance_size(inst)
-            entry = view.leased_entry(res, view.host_key(hs), size, snap,
-                                      now)
+            size = res.size or lease_hosts._instance_size(inst)
+            entry = lease_hosts.leased_entry(res, lease_hosts.host_key(hs),
+                                             size, snap, now)
             if entry is not None:
                 out.append((k, calendar.to_us(entry[0]),
                             tuple(entry[1][:3])))
@@ -571,7 +579,7 @@ class HostLoadsTest(testtools.TestCase):
                                      ephemeral_gb=0))
             snap = snapshot.Snapshot(items, reservations)
             states = [_host(h, instances=instances.get(h)) for h in hosts]
-            loads = view.host_loads(states, snap, NOW, (0, 0, 0))
+            loads = lease_hosts.host_loads(states, snap, NOW, (0, 0, 0))
             got = sorted(zip(loads.l_own.tolist(), loads.l_end.tolist(),
                              map(tuple, loads.l_size.T.tolist())))
             self.assertEqual(_reference_leased(states, snap, NOW), got)
