@@ -187,7 +187,25 @@ servers at once (one look at a server as soon as its versioned
 notification arrives, and one batched status poll of them all: every
 second until a notification has arrived, then every engine_max_sleep
 seconds while they keep coming), so a burst of starts issues all its Nova
-actions at once.
+actions without waiting for the first server to be built (one after the
+other: see engine_placing_requests).
+"""),
+    cfg.IntOpt('engine_placing_requests',
+               default=1,
+               min=0,
+               help="""
+Most requests that make Nova's scheduler place a server (an unshelve, or
+the creation of a server at its lease's start) one nova-lease-engine has
+in flight to nova-api at once; 0 means no limit.
+
+Nova's scheduler weighs requests that arrive together against the same
+view of its hosts, so a burst of starts sent all at once lands on the
+same host (equal weights are broken alike), whose compute then builds
+its servers one after the other: twice as slow as the same unshelves
+sent by hand on two hosts (benchmarks/wakeup.py). One at a time, as a
+script would send them, lets each request find the host the previous
+one took. The engine still does not wait for a server to be built
+before it asks for the next one (see engine_workers).
 """),
     cfg.IntOpt('plugin_call_timeout',
                default=600,

@@ -226,6 +226,54 @@ class NotifiedUnshelveTest(_ListedBurst):
         self.assertEqual([], self.gets)
 
 
+class OneAtATimeTest(_ListedBurst):
+    """A burst of unshelves reaches nova-api one request at a time
+    (``engine_placing_requests``, 1 by default): Nova's scheduler weighs
+    requests that arrive together against the same view of its hosts and
+    put them all on one (benchmarks/wakeup.py: a burst of ten on two
+    hosts took twice as long as ten unshelves sent by hand). The engine
+    still sends them all before the first server is ACTIVE.
+    """
+
+    LEASES = 4
+
+    def test_unshelves_sent_one_after_the_other(self):
+        ids = [self._boot(name='placed-%d' % i)['id']
+               for i in range(self.LEASES)]
+        for server_id in ids:
+            self.admin_api.post_server_action(server_id, {'shelve': None})
+        for server_id in ids:
+            self._wait_for(lambda: self.admin_api.get_server(server_id)[
+                'status'] == 'SHELVED_OFFLOADED', 'shelved', timeout=60)
+        client = self.engine.plugins['virtual:instance'].compute
+        real = client.unshelve_server
+        lock = threading.Lock()
+        flight = {'now': 0, 'peak': 0, 'sent': []}
+
+        def unshelve(server_id):
+            with lock:
+                flight['now'] += 1
+                flight['peak'] = max(flight['peak'], flight['now'])
+            try:
+                # As long as a loaded nova-api takes: with the workers
+                # free to send at once, the requests would overlap.
+                time.sleep(0.5)
+                return real(server_id)
+            finally:
+                with lock:
+                    flight['now'] -= 1
+                    flight['sent'].append(time.monotonic())
+        client.unshelve_server = unshelve
+        start = self._shelved_server_leases(ids)
+        self.clock.advance_to(start)
+        self.assertEqual(self.LEASES, self.engine.process_due(timeout=50))
+        self.assertEqual(['ACTIVE'] * self.LEASES, [
+            lease['status'] for lease in db_api.lease_list(self.db)])
+        self.assertEqual(self.LEASES, len(flight['sent']))
+        self.assertEqual(1, flight['peak'],
+                         'unshelves in flight to nova-api at once')
+
+
 class BatchedPollTest(_ListedBurst):
     """The batched poll of waited servers (a list of every server changed
     since the earliest wait) is a safety net while Nova's notifications

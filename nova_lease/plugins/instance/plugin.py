@@ -40,7 +40,9 @@ Every step is idempotent and waits, at most ``[nova_lease]
 plugin_call_timeout`` seconds, until Nova has done it.
 """
 
+import contextlib
 import functools
+import threading
 
 from oslo_log import log as logging
 
@@ -62,6 +64,14 @@ _USABLE = ('ACTIVE', 'SHUTOFF', 'PAUSED', 'SUSPENDED', 'RESCUE',
 
 class InstancePlugin(base.ComputePlugin):
     resource_type = RESOURCE_TYPE
+
+    def __init__(self, conf, compute_client=None):
+        super().__init__(conf, compute_client=compute_client)
+        limit = conf.nova_lease.engine_placing_requests
+        # Requests that make Nova's scheduler place a server, at most
+        # ``limit`` at once (conf/lease.py says why).
+        self._placing = (threading.BoundedSemaphore(limit) if limit
+                         else contextlib.nullcontext())
 
     @property
     def _timeout(self):
@@ -85,8 +95,9 @@ class InstancePlugin(base.ComputePlugin):
     def on_start(self, lease, reservation):
         created = leases.created_at_start(reservation)
         if created:
-            server_id, new = self.compute.create_reserved_server(
-                lease['id'], reservation['id'])
+            with self._placing:
+                server_id, new = self.compute.create_reserved_server(
+                    lease['id'], reservation['id'])
             LOG.info('Server %(server)s of reservation %(res)s of lease '
                      '%(lease)s created at its start%(again)s',
                      {'server': server_id, 'res': reservation['id'],
@@ -103,7 +114,8 @@ class InstancePlugin(base.ComputePlugin):
         # its start. Nova refuses (409) what is not shelved or busy; that
         # server is then looked at.
         try:
-            self.compute.unshelve_server(server_id)
+            with self._placing:
+                self.compute.unshelve_server(server_id)
         except compute.ComputeNotFound:
             raise self._gone(lease, server_id) from None
         except compute.ComputeConflict:
@@ -161,7 +173,8 @@ class InstancePlugin(base.ComputePlugin):
             LOG.info('Unshelving server %(server)s for lease %(lease)s',
                      {'server': server_id, 'lease': lease['id']})
             try:
-                self.compute.unshelve_server(server_id)
+                with self._placing:
+                    self.compute.unshelve_server(server_id)
             except compute.ComputeConflict:
                 # Being unshelved meanwhile (another attempt): wait.
                 LOG.info('Server %s is already changing state', server_id)
