@@ -180,12 +180,14 @@ def _error(field, rule, fmt, *args):
     return LeaseParamError(field, rule, fmt % args if args else fmt)
 
 
-def _show(value, limit=60):
+def quoted(value, limit=60):
+    """A value as an error message quotes it (its repr, cut to limit)."""
     text = repr(value)
     return text if len(text) <= limit else text[:limit - 3] + '...'
 
 
-def _json_type(value):
+def json_type(value):
+    """The JSON type of a value, as an error message names it."""
     if value is None:
         return 'null'
     if isinstance(value, bool):
@@ -243,11 +245,11 @@ def parse_datetime(value, field):
 def _parse_datetime(value, field, accepted):
     if not isinstance(value, str):
         raise _error(field, 'type', "'%s' must be a date string (%s), got %s",
-                     field, accepted, _json_type(value))
+                     field, accepted, json_type(value))
     match = _DATE_RE.fullmatch(value.strip())
     if not match:
         raise _error(field, 'format', "'%s' must be a date as %s, got %s",
-                     field, accepted, _show(value))
+                     field, accepted, quoted(value))
     g = match.groupdict()
     year = int(g['y'])
     if not _MIN_YEAR <= year <= 9999:
@@ -308,9 +310,9 @@ def parse_duration(value, field, allow_zero=False):
         if not match:
             raise _error(field, 'format', "'%s' must be a number of seconds "
                          "or a number followed by s, m, h or d (e.g. '90m', "
-                         "'2h', '3d'), got %s", field, _show(value))
+                         "'2h', '3d'), got %s", field, quoted(value))
         digits = match.group('n').lstrip('+-').lstrip('0')
-        shown = value.strip() if len(value) <= 30 else _show(value)
+        shown = value.strip() if len(value) <= 30 else quoted(value)
         if len(digits) > 20 and not match.group('n').startswith('-'):
             raise _error(field, 'too_long', "'%s' (%s) is too long", field,
                          shown)
@@ -319,7 +321,7 @@ def parse_duration(value, field, allow_zero=False):
     else:
         raise _error(field, 'type', "'%s' must be a string such as '2h' or "
                      "an integer number of seconds, got %s", field,
-                     _json_type(value))
+                     json_type(value))
     if seconds < 0 or (seconds == 0 and not allow_zero):
         raise _error(field, 'range', "'%s' (%s) must be %s", field, shown,
                      'zero or more' if allow_zero else 'more than zero')
@@ -389,10 +391,13 @@ def _check_keys(data, allowed):
                      ', '.join(sorted(allowed)))
 
 
-def _parse_name(value, field):
+def parse_name(value, field):
+    """A lease name: a non-blank string of printable text, at most
+    NAME_MAX_LENGTH characters; LeaseParamError naming ``field`` if not.
+    """
     if not isinstance(value, str):
         raise _error(field, 'type', "'%s' must be a string, got %s", field,
-                     _json_type(value))
+                     json_type(value))
     if not value.strip() or len(value) > NAME_MAX_LENGTH:
         raise _error(field, 'range', "'%s' must be a non-blank string of at "
                      "most %d characters", field, NAME_MAX_LENGTH)
@@ -405,7 +410,7 @@ def _parse_start(value, now, field):
         return now, True
     if not isinstance(value, str):
         raise _error(field, 'type', "'%s' must be \"now\" or a date string, "
-                     "got %s", field, _json_type(value))
+                     "got %s", field, json_type(value))
     start = parse_datetime(value, field)
     if start < now - START_GRACE:
         raise _error(field, 'past', "'%s' (%s) is in the past (now is %s)",
@@ -494,10 +499,10 @@ def _parse_on_end(value, field):
         return None
     if not isinstance(value, str):
         raise _error(field, 'type', "'%s' must be a string, got %s", field,
-                     _json_type(value))
+                     json_type(value))
     if value not in ON_END_ACTIONS:
         raise _error(field, 'choice', "'%s' must be one of %s, got %s",
-                     field, ', '.join(ON_END_ACTIONS), _show(value))
+                     field, ', '.join(ON_END_ACTIONS), quoted(value))
     return value
 
 
@@ -506,7 +511,7 @@ def _parse_retries(value, field):
         return None
     if not _is_int(value):
         raise _error(field, 'type', "'%s' must be an integer, got %s", field,
-                     _json_type(value))
+                     json_type(value))
     if not 0 <= value <= MAX_RETRIES:
         raise _error(field, 'range', "'%s' (%d) must be between 0 and %d",
                      field, value, MAX_RETRIES)
@@ -520,7 +525,7 @@ def _build(data, names, now, max_duration, default_name=None):
             raise _error(names['name'], 'required', "'%s' is required",
                          names['name'])
         name = default_name
-    name = _parse_name(name, names['name'])
+    name = parse_name(name, names['name'])
     start, start_now = _parse_start(data.get(names['start']), now,
                                     names['start'])
     end = _parse_end(data, names, start, max_duration)
@@ -558,7 +563,7 @@ def parse_lease_params(raw, now, max_duration=None, default_name=None):
         if not isinstance(raw, str):
             raise _error('lease_params', 'type', "'lease_params' must be a "
                          "string holding a JSON object, got %s",
-                         _json_type(raw))
+                         json_type(raw))
         if len(raw) > MAX_RAW_LENGTH:
             raise _error('lease_params', 'range', "'lease_params' is longer "
                          "than %d characters", MAX_RAW_LENGTH)
@@ -570,7 +575,7 @@ def parse_lease_params(raw, now, max_duration=None, default_name=None):
         if not isinstance(data, dict):
             raise _error('lease_params', 'type', "'lease_params' must be a "
                          "JSON object such as {\"end\": \"2026-12-01 16:07\"}"
-                         ", got %s", _json_type(data))
+                         ", got %s", json_type(data))
         _check_keys(data, frozenset(_HINT_NAMES))
         return _build(data, _HINT_NAMES, now, max_duration, default_name)
     except LeaseParamError as e:
@@ -583,19 +588,19 @@ def _parse_reservations(value):
     if not isinstance(value, list) or not value:
         raise _error('reservations', 'type', "'reservations' must be a "
                      "non-empty array of objects, got %s",
-                     'an empty array' if value == [] else _json_type(value))
+                     'an empty array' if value == [] else json_type(value))
     for i, item in enumerate(value):
         field = 'reservations[%d]' % i
         if not isinstance(item, dict):
             raise _error(field, 'type', "'%s' must be an object, got %s",
-                         field, _json_type(item))
+                         field, json_type(item))
         rtype = item.get('resource_type')
         if not isinstance(rtype, str) or not rtype.strip():
             field += '.resource_type'
             raise _error(field, 'required' if rtype is None else 'type',
                          "'%s' must be a non-blank string such as "
                          "'virtual:instance', got %s", field,
-                         _json_type(rtype))
+                         json_type(rtype))
     return [dict(item) for item in value]
 
 
@@ -609,13 +614,13 @@ def parse_lease_body(body, now, max_duration=None):
     """
     if not isinstance(body, dict):
         raise _error('lease', 'type', "'lease' must be a JSON object, got %s",
-                     _json_type(body))
+                     json_type(body))
     _check_keys(body, _BODY_KEYS)
     events = body.get('events')
     if events is not None:
         if not isinstance(events, list):
             raise _error('events', 'type', "'events' must be an array, got "
-                         "%s", _json_type(events))
+                         "%s", json_type(events))
         if events:
             raise _error('events', 'unsupported', "'events' must be empty: "
                          "lease events are created from the lease dates")

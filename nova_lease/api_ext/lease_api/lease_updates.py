@@ -56,7 +56,7 @@ def check_update_body(body):
             'reservations', 'unsupported', "'reservations' cannot be changed"
             " by an update yet: delete the lease and create another")
     if 'name' in body and body['name'] is not None:
-        lease_params._parse_name(body['name'], 'name')
+        lease_params.parse_name(body['name'], 'name')
 
 
 def _new_window(lease, body, now):

@@ -164,6 +164,6 @@ def _refusal(error, path):
         return lease_params.LeaseParamError(
             field, rule, "'%s' %s, got %s" % (
                 field, node['description'],
-                lease_params._json_type(instance)))
+                lease_params.json_type(instance)))
     return lease_params.LeaseParamError(field, rule, "'%s': %s" % (
         field, error.message))

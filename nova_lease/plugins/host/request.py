@@ -113,12 +113,12 @@ def _int(value, field, minimum=0):
     """An int, or a string of digits (Blazar and its CLI send both)."""
     if isinstance(value, bool) or not isinstance(value, (int, str)):
         raise _error(field, 'type', "'%s' must be an integer, got %s",
-                     field, lease_params._json_type(value))
+                     field, lease_params.json_type(value))
     if isinstance(value, str):
         text = value.strip()
         if not text.lstrip('+-').isdigit() or len(text) > 12:
             raise _error(field, 'type', "'%s' must be an integer, got %s",
-                         field, lease_params._show(value))
+                         field, lease_params.quoted(value))
         value = int(text)
     if value < minimum:
         raise _error(field, 'range', "'%s' (%d) must be at least %d", field,
@@ -134,7 +134,7 @@ def _str(value, field):
     if not isinstance(value, str) or not value.strip() or len(value) > 255:
         raise _error(field, 'type', "'%s' must be a non-blank string of at "
                      "most 255 characters, got %s", field,
-                     lease_params._show(value))
+                     lease_params.quoted(value))
     return lease_params.check_text(value, field).strip()
 
 
@@ -142,11 +142,11 @@ def _check_query(node, field):
     if not isinstance(node, list) or not node:
         raise _error(field, 'format', "'%s': every query term must be a "
                      "non-empty JSON array such as [\">=\", \"$vcpus\", "
-                     "\"4\"], got %s", field, lease_params._show(node))
+                     "\"4\"], got %s", field, lease_params.quoted(node))
     op = node[0]
     if op not in _QUERY_OPERATORS:
         raise _error(field, 'format', "'%s': unknown query operator %s; "
-                     "use one of %s", field, lease_params._show(op),
+                     "use one of %s", field, lease_params.quoted(op),
                      ', '.join(sorted(_QUERY_OPERATORS)))
     args = node[1:]
     if op in ('and', 'or'):
@@ -168,7 +168,7 @@ def _check_query(node, field):
         if not isinstance(args[0], str) or not args[0].startswith('$'):
             raise _error(field, 'format', "'%s': the first operand of '%s' "
                          "must be a $variable, got %s", field, op,
-                         lease_params._show(args[0]))
+                         lease_params.quoted(args[0]))
         for arg in args:
             if isinstance(arg, (list, dict)) or arg is None:
                 raise _error(field, 'format', "'%s': operands of '%s' must "
@@ -205,7 +205,7 @@ def _parse_extra_specs(value, field):
     if not isinstance(value, dict):
         raise _error(field, 'type', "'%s' must be an object of extra spec "
                      "keys to values, got %s", field,
-                     lease_params._json_type(value))
+                     lease_params.json_type(value))
     specs = {}
     for key, spec in value.items():
         if not key or len(key) > 255:
@@ -219,7 +219,7 @@ def _parse_extra_specs(value, field):
         if not isinstance(spec, str):
             raise _error('%s.%s' % (field, key), 'type', "'%s.%s' must be a "
                          "string such as \"true\" or \">= 4\", got %s",
-                         field, key, lease_params._json_type(spec))
+                         field, key, lease_params.json_type(spec))
         specs[key] = lease_params.check_text(spec, '%s.%s' % (field, key))
     return specs
 
@@ -264,7 +264,7 @@ def parse_host_request(raw, field='reservations[0]', region_name=None):
         raise _error(name('before_end'), 'choice', "'%s' must be one of %s,"
                      " got %s", name('before_end'),
                      ', '.join(BEFORE_END_ACTIONS),
-                     lease_params._show(before_end))
+                     lease_params.quoted(before_end))
     sizes = {}
     for key in ('vcpus', 'memory_mb', 'disk_gb'):
         value = raw.get(key)
