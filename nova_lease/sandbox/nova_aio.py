@@ -431,11 +431,10 @@ class NovaAllInOne(fixtures.Fixture):
         LOG.info('mapped hosts: %s', [m.host for m in mapped])
 
     def _start_api(self):
-        from nova.api.openstack import wsgi_app
         from nova.api import wsgi as api_wsgi
 
         self.progress('nova: starting nova-api on %s' % self.api_url)
-        wsgi_app._setup_service(CONF.host, 'osapi_compute')
+        _register_api_service(CONF.host)
         app = images.mount(api_wsgi.Loader().load_app('osapi_compute'),
                            images.ImageApp(self._images))
         self._server = simple_server.make_server(
@@ -462,6 +461,32 @@ class NovaAllInOne(fixtures.Fixture):
         self._server.shutdown()
         self._server.server_close()
         thread.join(5)
+
+
+def _register_api_service(host):
+    """The nova-osapi_compute service record of this nova-api, created or
+    brought to this Nova's service version, as Nova's own WSGI
+    application does at its start.
+    """
+    from nova import context as nova_context
+    from nova import exception as nova_exception
+    from nova import objects
+
+    ctxt = nova_context.get_admin_context()
+    binary = 'nova-osapi_compute'
+    service = objects.Service.get_by_host_and_binary(ctxt, host, binary)
+    if service is not None:
+        # A Service object always carries this Nova's version: saving it
+        # records that version.
+        service.save()
+        return
+    service = objects.Service(ctxt, host=host, binary=binary, topic=None,
+                              report_count=0)
+    try:
+        service.create()
+    except (nova_exception.ServiceTopicExists,
+            nova_exception.ServiceBinaryExists):
+        pass
 
 
 def _driver_class():
