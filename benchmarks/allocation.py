@@ -21,12 +21,19 @@ and records the lease, its reservation, allocation and events. Each
 measured lease is deleted afterwards (untimed), so every measurement sees
 10,000 allocations.
 
+Two cases: warm (``median_ms``, ``p99_ms``: the process's copy of the host
+registry is current) and cold (``cold_median_ms``, ``cold_p99_ms``: each
+allocation right after one host's capabilities were changed, untimed, as
+an operator's ``os-hosts`` update or another process would: the copy is
+stale and is brought up to date first).
+
 Databases: ``sqlite`` (a file in a temporary directory) and ``mysql``
 (MariaDB/MySQL at $NOVA_LEASE_TEST_MYSQL_URL, default
 mysql+pymysql://root@127.0.0.1:3306/; a database is created and dropped).
 One JSON line per database is printed, the SQLite one last::
 
     python benchmarks/allocation.py [--dbs mysql,sqlite] [--repeat 300]
+                                    [--cold-repeat 100]
 """
 
 import argparse
@@ -123,7 +130,58 @@ def _request():
         extra_specs={'ssd': 'true', 'capabilities:cpu_info:arch': 'x86_64'})
 
 
-def run(url, name, n_hosts, n_allocations, repeat, seed):
+def _lease_values(i, rng):
+    begin = START + datetime.timedelta(
+        hours=rng.randint(0, 24 * (HORIZON_DAYS - 10)))
+    end = begin + datetime.timedelta(hours=rng.randint(1, 24 * 7))
+    return ({'name': 'bench-%d' % i, 'project_id': 'p', 'user_id': 'u',
+             'start_date': begin, 'end_date': end, 'status': 'PENDING',
+             'id': uuidutils.generate_uuid()},
+            lease_events.lease_events(begin, end))
+
+
+def _allocate(db, i, rng):
+    """One timed allocation (deleted afterwards, untimed): (ms, refused)."""
+    values, events = _lease_values(i, rng)
+    refused = False
+    gc.collect()
+    gc.disable()        # as timeit does: no collection mid-run
+    t0 = time.perf_counter()
+    try:
+        host_allocation.create_host_lease(
+            db, values, [('reservations[0]', _request())], events, 15)
+    except host_allocation.NotEnoughHosts:
+        refused = True
+    elapsed = (time.perf_counter() - t0) * 1000.0
+    gc.enable()
+    try:
+        db_api.lease_destroy(db, values['id'])
+    except db_api.LeaseNotFound:
+        pass
+    return elapsed, refused
+
+
+def _cold(db, host_rows, repeat, rng):
+    """Allocations each right after a host changed (untimed): the host
+    registry cached by the process is stale, as it is for the first
+    allocation after an operator's os-hosts update in any process.
+    """
+    hosts = db_api.host_list(db)
+    times = []
+    for i in range(repeat):
+        host = hosts[rng.randrange(len(hosts))]
+        db_api.host_update(db, host['id'], {'capabilities': {
+            'rack': 'r%02d' % rng.randrange(100)}})
+        elapsed, _refused = _allocate(db, 100000 + i, rng)
+        times.append(elapsed)
+    return sorted(times)
+
+
+def _p99(times):
+    return times[min(len(times) - 1, int(round(0.99 * len(times))) - 1)]
+
+
+def run(url, name, n_hosts, n_allocations, repeat, seed, cold_repeat=100):
     rng = random.Random(seed)
     migration.create_schema(url)
     db = db_api.Database(url)
@@ -133,30 +191,11 @@ def run(url, name, n_hosts, n_allocations, repeat, seed):
         times = []
         refused = 0
         for i in range(repeat + 10):
-            begin = START + datetime.timedelta(
-                hours=rng.randint(0, 24 * (HORIZON_DAYS - 10)))
-            end = begin + datetime.timedelta(hours=rng.randint(1, 24 * 7))
-            values = {'name': 'bench-%d' % i, 'project_id': 'p',
-                      'user_id': 'u', 'start_date': begin, 'end_date': end,
-                      'status': 'PENDING', 'id': uuidutils.generate_uuid()}
-            events = lease_events.lease_events(begin, end)
-            gc.collect()
-            gc.disable()        # as timeit does: no collection mid-run
-            t0 = time.perf_counter()
-            try:
-                host_allocation.create_host_lease(
-                    db, values, [('reservations[0]', _request())], events,
-                    15)
-            except host_allocation.NotEnoughHosts:
-                refused += 1
-            elapsed = (time.perf_counter() - t0) * 1000.0
-            gc.enable()
+            elapsed, was_refused = _allocate(db, i, rng)
+            refused += was_refused
             if i >= 10:                     # warm-up
                 times.append(elapsed)
-            try:
-                db_api.lease_destroy(db, values['id'])
-            except db_api.LeaseNotFound:
-                pass
+        cold = _cold(db, host_rows, cold_repeat, rng)
         assert len(db_api.allocation_list(db)) == count
         # Context: the cost of the smallest write transaction on this
         # database and machine (one UPDATE, then the commit).
@@ -171,10 +210,12 @@ def run(url, name, n_hosts, n_allocations, repeat, seed):
             gc.enable()
         base.sort()
         times.sort()
-        p99 = times[min(len(times) - 1, int(round(0.99 * len(times))) - 1)]
         return {'hosts': n_hosts, 'allocations': count, 'db': name,
                 'median_ms': round(statistics.median(times), 2),
-                'p99_ms': round(p99, 2), 'runs': len(times),
+                'p99_ms': round(_p99(times), 2), 'runs': len(times),
+                'cold_median_ms': round(statistics.median(cold), 2),
+                'cold_p99_ms': round(_p99(cold), 2),
+                'cold_runs': len(cold),
                 'p90_ms': round(times[int(0.9 * len(times)) - 1], 2),
                 'max_ms': round(times[-1], 2),
                 'commit_median_ms': round(statistics.median(base), 2),
@@ -209,6 +250,9 @@ def main(argv=None):
     parser.add_argument('--dbs', default='mysql,sqlite',
                         help='comma-separated: mysql, sqlite (run in this '
                              'order; put sqlite last)')
+    parser.add_argument('--cold-repeat', type=int, default=100,
+                        help='allocations timed right after a host '
+                             'changed (default: 100)')
     parser.add_argument('--seed', type=int, default=20300101)
     args = parser.parse_args(argv)
     lines = []
@@ -225,20 +269,23 @@ def main(argv=None):
             parser.error('unknown database %s' % name)
         try:
             result = run(url, name, args.hosts, args.allocations,
-                         args.repeat, args.seed)
+                         args.repeat, args.seed, args.cold_repeat)
         finally:
             drop()
         print('%(db)s: %(hosts)d hosts, %(allocations)d allocations: '
               'median %(median_ms).2f ms, p90 %(p90_ms).2f ms, p99 '
               '%(p99_ms).2f ms, max %(max_ms).2f ms '
-              '(%(runs)d runs, %(refused)d refused); an empty write '
+              '(%(runs)d runs, %(refused)d refused); cold (a host '
+              'changed just before): median %(cold_median_ms).2f ms, p99 '
+              '%(cold_p99_ms).2f ms (%(cold_runs)d runs); an empty write '
               'transaction: median %(commit_median_ms).2f ms, p99 '
               '%(commit_p99_ms).2f ms' % result,
               file=sys.stderr)
         lines.append(result)
     for result in lines:
         print(json.dumps({k: result[k] for k in (
-            'hosts', 'allocations', 'db', 'median_ms', 'p99_ms')}))
+            'hosts', 'allocations', 'db', 'median_ms', 'p99_ms',
+            'cold_median_ms', 'cold_p99_ms')}))
 
 
 if __name__ == '__main__':

@@ -118,6 +118,7 @@ host_create = hosts.host_create
 host_get = hosts.host_get
 host_get_by_hostname = hosts.host_get_by_hostname
 host_list = hosts.host_list
+host_versions = hosts.host_versions
 host_update = hosts.host_update
 host_destroy = hosts.host_destroy
 

@@ -166,17 +166,33 @@ def host_get_by_hostname(db, hypervisor_hostname):
             hypervisor_hostname)
 
 
-def host_list(db, hostnames=None, reservable=None):
+def host_list(db, hostnames=None, reservable=None, ids=None):
     """Host dicts with 'capabilities', ordered by hypervisor_hostname."""
     stmt = sa.select(HOSTS)
     hostnames = common.as_list(hostnames)
     if hostnames is not None:
         stmt = stmt.where(HOSTS.c.hypervisor_hostname.in_(hostnames))
+    if ids is not None:
+        stmt = stmt.where(HOSTS.c.id.in_(list(ids)))
     if reservable is not None:
         stmt = stmt.where(HOSTS.c.reservable == bool(reservable))
     stmt = stmt.order_by(HOSTS.c.hypervisor_hostname)
     with transaction.reading(db) as session:
         return _with_capabilities(session, common.dicts(session.execute(stmt)))
+
+
+def host_versions(db, reservable=None):
+    """{host id: (created_at, updated_at)}: a host's pair changes with
+    every write of the host or its capabilities (host_update sets
+    updated_at, to the microsecond), and a host created anew has a new
+    created_at, whatever its id.
+    """
+    stmt = sa.select(HOSTS.c.id, HOSTS.c.created_at, HOSTS.c.updated_at)
+    if reservable is not None:
+        stmt = stmt.where(HOSTS.c.reservable == bool(reservable))
+    with transaction.reading(db) as session:
+        return {row.id: (row.created_at, row.updated_at)
+                for row in session.execute(stmt)}
 
 
 def host_update(db, host_id, values):

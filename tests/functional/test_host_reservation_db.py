@@ -19,6 +19,8 @@ a loser gets NotEnoughHosts (409) and leaves nothing behind.
 
 import datetime
 
+import fixtures
+
 from nova_lease.db import api as db_api
 from nova_lease.periodic import events as lease_events
 from nova_lease.plugins.host import allocation as host_allocation
@@ -169,6 +171,52 @@ class _AllocationTests(object):
         db_api.host_destroy(self.db, node02['id'])
         self.assertRaises(host_allocation.NotEnoughHosts, self._create, 'f',
                           later, request=two)
+
+    def test_every_write_of_a_host_is_seen(self):
+        # The process brings its copy of the registry up to date host by
+        # host, by the hosts' versions: writes of one host in quick
+        # succession, and a host removed and registered again (SQLite may
+        # give it the same id), are each seen by the next allocation.
+        self._hosts(3, ssd='false')
+        ssd = host_request.HostRequest(min=1, max=1,
+                                       extra_specs={'ssd': 'true'})
+        self.assertRaises(host_allocation.NotEnoughHosts, self._create,
+                          'none', START, request=ssd)
+        node02 = db_api.host_get_by_hostname(self.db, 'node02')
+        for i in range(5):
+            db_api.host_update(self.db, node02['id'],
+                               {'capabilities': {'ssd': 'true'}})
+            lease = self._create('on-%d' % i, START, request=ssd)
+            self.assertEqual(['node02'], self._hosts_of(lease))
+            db_api.lease_destroy(self.db, lease['id'])
+            db_api.host_update(self.db, node02['id'],
+                               {'capabilities': {'ssd': 'false'}})
+            self.assertRaises(host_allocation.NotEnoughHosts, self._create,
+                              'off-%d' % i, START, request=ssd)
+        db_api.host_destroy(self.db, node02['id'])
+        self._ssd_host('node02')
+        lease = self._create('again', START, request=ssd)
+        self.assertEqual(['node02'], self._hosts_of(lease))
+
+    def test_only_the_written_host_is_read_again(self):
+        self._hosts(10, ssd='false')
+        read = []
+        real = db_api.host_list
+
+        def host_list(*args, **kwargs):
+            read.append(kwargs.get('ids'))
+            return real(*args, **kwargs)
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_lease.db.api.host_list', host_list))
+        self._create('first', START)
+        self.assertEqual([None], read)     # every host, once
+        node03 = db_api.host_get_by_hostname(self.db, 'node03')
+        db_api.host_update(self.db, node03['id'],
+                           {'capabilities': {'ssd': 'true'}})
+        lease = self._create('second', START, request=host_request.HostRequest(
+            min=1, max=1, extra_specs={'ssd': 'true'}))
+        self.assertEqual(['node03'], self._hosts_of(lease))
+        self.assertEqual([None, [node03['id']]], read)
 
 
 class AllocationSQLiteTest(_AllocationTests, base.SQLiteTestCase):
