@@ -20,8 +20,9 @@ resumes each job once its server is where the Wait wants it:
 * at once when the server's versioned notification comes (the compute
   hook calls :meth:`Observer.observe_now`): as the notification shows
   the server when that ends the wait, else with one GET of the server;
-* else at a batched poll, one list of every server changed since the
-  earliest wait began, every poll interval of the compute client; while
+* else at a batched poll, one list of the servers changed since the
+  previous list (or since the earliest wait began, if later), every poll
+  interval of the compute client; while
   notifications reach the engine, only every ``engine_max_sleep``
   seconds, as a safety net for a lost one (see :meth:`poll_interval`);
 * a Wait that outlives ``plugin_call_timeout`` fails its job.
@@ -32,6 +33,7 @@ import threading
 import time
 
 from oslo_log import log as logging
+from oslo_utils import timeutils
 
 from nova_lease import compute
 from nova_lease.periodic import jobs
@@ -64,6 +66,9 @@ class Observer(object):
         # the notification shows it, or None}.
         self._notified = {}
         self._poll_due = None       # monotonic time of the next batched poll
+        # When the last batched list of each compute client that worked
+        # was sent (UTC), by id(client).
+        self._listed = {}
         # Nova's notifications reach this process (see poll_interval).
         self._notices_flow = False
         self._event = threading.Event()
@@ -182,18 +187,29 @@ class Observer(object):
         return interval
 
     def poll(self, entries, notified=()):
-        """One list of every server changed since the earliest wait
-        began, per compute client (``notified``: the waited servers whose
-        notification came since the last look).
+        """One list of the servers changed since the last list, or since
+        the earliest wait began if it began later, per compute client
+        (``notified``: the waited servers whose notification came since
+        the last look).
+
+        A server whose wait the last list saw not over is in the next one
+        when its wait ends (the change moves its ``updated_at``), so a
+        burst of a hundred starts is not listed whole every time.
         """
         groups = collections.defaultdict(list)
         for entry in entries:
             groups[id(entry.plugin.compute)].append(entry)
-        for group in groups.values():
+        for key, group in groups.items():
             client = group[0].plugin.compute
+            sent = timeutils.utcnow()
+            listed = self._listed.get(key)
+            if listed is not None:
+                listed -= jobs.CHANGES_MARGIN
             try:
                 changed = client.list_servers_changed_since(
-                    min(e.since for e in group))
+                    min(e.since if listed is None else max(e.since, listed)
+                        for e in group))
+                self._listed[key] = sent
             except Exception as e:
                 LOG.warning('Lease engine %(id)s: cannot list the servers '
                             'it waits for (%(error)s); trying again',

@@ -27,6 +27,7 @@ import time  # noqa: E402
 import fixtures  # noqa: E402
 from oslo_config import cfg  # noqa: E402
 from oslo_utils import fixture as utils_fixture  # noqa: E402
+from oslo_utils import timeutils  # noqa: E402
 import testtools  # noqa: E402
 
 from nova_lease.compute_hook import hook  # noqa: E402
@@ -585,6 +586,39 @@ class SafetyNetPollTest(testtools.TestCase):
             self.engine.observer.poll_notified([entry], {'s1': shown})
             self.assertEqual(['s1'], entry.plugin.compute.gets)
             self.assertEqual('s1', resumed[0][0])
+
+    def test_each_list_asks_for_what_changed_since_the_last(self):
+        # A burst's waits are listed whole once; the next lists ask for
+        # the servers changed since the last one (a margin before it),
+        # not since the earliest wait: a hundred servers in a burst.
+        compute = _ListingCompute()
+        since = []
+        compute.list_servers_changed_since = lambda t: since.append(t) or {}
+        observer = self.engine.observer
+        old = self._waiting('s1')
+        old.plugin = _Plugin(compute)
+        old.since -= datetime.timedelta(minutes=5)
+        observer.poll([old])
+        observer.poll([old])
+        new = self._waiting('s2')
+        new.plugin = old.plugin
+        new.since += datetime.timedelta(minutes=5)
+        observer.poll([old, new])
+        self.assertEqual(old.since, since[0])
+        self.assertGreater(since[1], old.since + datetime.timedelta(
+            minutes=4))
+        self.assertLessEqual(since[1], timeutils.utcnow() -
+                             jobs.CHANGES_MARGIN)
+        # A wait that began after the last list: since that list still.
+        self.assertLessEqual(since[2], timeutils.utcnow() -
+                             jobs.CHANGES_MARGIN)
+        self.assertGreaterEqual(since[2], since[1])
+        # A list that failed does not count.
+        compute.list_servers_changed_since = lambda t: (
+            since.append(t), 1 / 0)
+        observer.poll([old])
+        observer.poll([old])
+        self.assertEqual(since[4], since[3])
 
     def test_server_of_payload(self):
         self.assertEqual(
