@@ -378,7 +378,7 @@ class SandboxEngineTest(testtools.TestCase):
 
         # The admin registers host3 before anything runs on it; the user
         # gets an instance lease that starts now (the engine starts it)
-        # and a host lease that starts in a minute.
+        # and a host lease that starts in 40 seconds.
         demo.Reservation(admin_env).register_host('host3')
         compute = demo.Compute(env)
         hints = {'reserved': 'True', 'lease_params': json.dumps(
@@ -390,7 +390,7 @@ class SandboxEngineTest(testtools.TestCase):
             sandbox)
         reservation = demo.Reservation(env)
         now = datetime.datetime.now(datetime.timezone.utc)
-        start = now + datetime.timedelta(seconds=60)
+        start = now + datetime.timedelta(seconds=40)
         host_lease = reservation.create_lease({
             'name': 'later-lease',
             'start_date': start.strftime('%Y-%m-%dT%H:%M:%SZ'),
