@@ -205,9 +205,9 @@ its servers one after the other: twice as slow as the same unshelves
 sent by hand on two hosts (benchmarks/wakeup.py). One at a time, as a
 script would send them, lets each request find the host the previous
 one took. The engine still does not wait for a server to be built
-before it asks for the next one (see engine_workers); a request that
-nova-api does not answer holds the next ones back for at most
-[nova_lease_auth] timeout (60 s when unset).
+before it asks for the next one (see engine_workers), and a request
+that nova-api has not answered within 2 seconds no longer holds the next
+ones back.
 """),
     cfg.IntOpt('plugin_call_timeout',
                default=600,

@@ -19,6 +19,8 @@ if _service_backend.get_backend_type() is None:
     _service_backend.init_backend(_service_backend.BackendType.THREADING)
 
 import datetime  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
 
 from keystoneauth1 import exceptions as ks_exc  # noqa: E402
 from keystoneauth1 import noauth  # noqa: E402
@@ -335,3 +337,54 @@ class NotificationPayloadTest(testtools.TestCase):
         self.assertFalse(notifier.enabled)
         self.assertFalse(notifier.notify(notifications.START, {'id': 'x'}))
         self.assertRaises(ValueError, notifier.notify, 'lease.bogus', {})
+
+
+class PacerTest(testtools.TestCase):
+    """The engine's requests that make Nova's scheduler place a server:
+    one at a time, but one that hangs holds the next back only so long.
+    """
+
+    def test_one_at_a_time(self):
+        pacer = instance._Pacer(1, 5.0)
+        inside = []
+        peak = []
+
+        def request():
+            with pacer():
+                inside.append(1)
+                peak.append(len(inside))
+                time.sleep(0.05)
+                inside.pop()
+        threads = [threading.Thread(target=request) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual([1, 1, 1, 1], peak)
+
+    def test_a_hung_request_holds_the_next_back_at_most_hold(self):
+        pacer = instance._Pacer(1, 0.2)
+        hung = threading.Event()
+        entered = threading.Event()
+
+        def hang():
+            with pacer():
+                entered.set()
+                hung.wait(10)
+        thread = threading.Thread(target=hang)
+        thread.start()
+        self.addCleanup(thread.join)
+        self.addCleanup(hung.set)
+        entered.wait(5)
+        t0 = time.monotonic()
+        with pacer():
+            waited = time.monotonic() - t0
+        self.assertGreaterEqual(waited, 0.2)
+        self.assertLess(waited, 5)
+
+    def test_zero_is_no_limit(self):
+        pacer = instance._Pacer(0, 5.0)
+        with pacer():
+            t0 = time.monotonic()
+            with pacer():
+                self.assertLess(time.monotonic() - t0, 1)

@@ -62,16 +62,41 @@ _USABLE = ('ACTIVE', 'SHUTOFF', 'PAUSED', 'SUSPENDED', 'RESCUE',
            'VERIFY_RESIZE')
 
 
+#: Seconds a request that makes Nova's scheduler place a server holds
+#: the next ones back, at most: one that nova-api has not answered by
+#: then (hung, or timed out and abandoned by the engine) no longer does.
+PLACING_HOLD = 2.0
+
+
+class _Pacer(object):
+    """At most ``limit`` requests at once (0: no limit); a request that
+    has not ended within ``hold`` seconds no longer holds the next back.
+    """
+
+    def __init__(self, limit, hold):
+        self._slots = threading.BoundedSemaphore(limit) if limit else None
+        self._hold = hold
+
+    @contextlib.contextmanager
+    def __call__(self):
+        held = (self._slots is not None and
+                self._slots.acquire(timeout=self._hold))
+        try:
+            yield
+        finally:
+            if held:
+                self._slots.release()
+
+
 class InstancePlugin(base.ComputePlugin):
     resource_type = RESOURCE_TYPE
 
     def __init__(self, conf, compute_client=None):
         super().__init__(conf, compute_client=compute_client)
-        limit = conf.nova_lease.engine_placing_requests
         # Requests that make Nova's scheduler place a server, at most
-        # ``limit`` at once (conf/lease.py says why).
-        self._placing = (threading.BoundedSemaphore(limit) if limit
-                         else contextlib.nullcontext())
+        # engine_placing_requests at once (conf/lease.py says why).
+        self._placing = _Pacer(conf.nova_lease.engine_placing_requests,
+                               PLACING_HOLD)
 
     @property
     def _timeout(self):
@@ -95,7 +120,7 @@ class InstancePlugin(base.ComputePlugin):
     def on_start(self, lease, reservation):
         created = leases.created_at_start(reservation)
         if created:
-            with self._placing:
+            with self._placing():
                 server_id, new = self.compute.create_reserved_server(
                     lease['id'], reservation['id'])
             LOG.info('Server %(server)s of reservation %(res)s of lease '
@@ -114,7 +139,7 @@ class InstancePlugin(base.ComputePlugin):
         # its start. Nova refuses (409) what is not shelved or busy; that
         # server is then looked at.
         try:
-            with self._placing:
+            with self._placing():
                 self.compute.unshelve_server(server_id)
         except compute.ComputeNotFound:
             raise self._gone(lease, server_id) from None
@@ -173,7 +198,7 @@ class InstancePlugin(base.ComputePlugin):
             LOG.info('Unshelving server %(server)s for lease %(lease)s',
                      {'server': server_id, 'lease': lease['id']})
             try:
-                with self._placing:
+                with self._placing():
                     self.compute.unshelve_server(server_id)
             except compute.ComputeConflict:
                 # Being unshelved meanwhile (another attempt): wait.
