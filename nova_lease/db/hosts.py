@@ -182,17 +182,19 @@ def host_list(db, hostnames=None, reservable=None, ids=None):
 
 
 def host_versions(db, reservable=None):
-    """{host id: (created_at, updated_at)}: a host's pair changes with
-    every write of the host or its capabilities (host_update sets
-    updated_at, to the microsecond), and a host created anew has a new
-    created_at, whatever its id.
+    """{host id: version}: a host's version changes with every write of
+    the host or its capabilities (host_update sets updated_at, to the
+    microsecond), and a host created anew has a new one (its created_at),
+    whatever its id. A version is only compared with another: the dates
+    come as the database's text (no date parsed for a thousand hosts).
     """
-    stmt = sa.select(HOSTS.c.id, HOSTS.c.created_at, HOSTS.c.updated_at)
+    stmt = sa.select(HOSTS.c.id, sa.cast(HOSTS.c.created_at, sa.String),
+                     sa.cast(HOSTS.c.updated_at, sa.String))
     if reservable is not None:
         stmt = stmt.where(HOSTS.c.reservable == bool(reservable))
     with transaction.reading(db) as session:
-        return {row.id: (row.created_at, row.updated_at)
-                for row in session.execute(stmt)}
+        return {host_id: (created, updated)
+                for host_id, created, updated in session.execute(stmt)}
 
 
 def host_update(db, host_id, values):

@@ -69,10 +69,6 @@ def cached_registry(session):
     return None
 
 
-def _version(row):
-    return (row['created_at'], row['updated_at'])
-
-
 def read_registry(session):
     """(host rows, fingerprint) read in session's transaction, and kept.
 
@@ -90,7 +86,7 @@ def read_registry(session):
     versions = db_api.host_versions(session, reservable=True)
     changed = [host_id for host_id, version in versions.items()
                if host_id not in known or
-               _version(known[host_id]) != version]
+               known[host_id]['_version'] != version]
     by_id = {host_id: known[host_id] for host_id in versions
              if host_id in known}
     if changed:
@@ -98,6 +94,9 @@ def read_registry(session):
         ids = None if 2 * len(changed) > len(versions) else changed
         for row in db_api.host_list(session, reservable=True, ids=ids):
             row['_facts'] = matching.host_facts(row)
+            # The version read before the row: a write in between (READ
+            # COMMITTED) only has the host read again next time.
+            row['_version'] = versions.get(row['id'])
             by_id[row['id']] = row
     rows = sorted(by_id.values(), key=lambda h: h['hypervisor_hostname'])
     with _CACHE_LOCK:
@@ -124,8 +123,22 @@ def matching_hosts(hosts, request):
         found = _MATCH_CACHE.get(key)
     if found is not None and found[0] is hosts:
         return found[1]
-    matched = sorted((h for h in hosts if matching.host_matches(h, request)),
-                     key=_size_key)
+    request_key = key[1]
+    matched = []
+    for host in hosts:
+        # Each host row remembers its answers: a copy brought up to date
+        # host by host (read_registry) keeps the rows that did not
+        # change, so only the hosts read again are matched again.
+        answers = host.get('_matches')
+        if answers is None or len(answers) >= _MATCH_CACHE_SIZE:
+            answers = host['_matches'] = {}
+        found = answers.get(request_key)
+        if found is None:
+            found = answers[request_key] = matching.host_matches(host,
+                                                                 request)
+        if found:
+            matched.append(host)
+    matched.sort(key=_size_key)
     with _CACHE_LOCK:
         if len(_MATCH_CACHE) >= _MATCH_CACHE_SIZE:
             _MATCH_CACHE.clear()
