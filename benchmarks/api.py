@@ -46,8 +46,8 @@ Compare runs made under the same load (the JSON has the load average).
 
 To time the API alone, the conductor's ``schedule_and_build_instances`` is
 a no-op (servers stay build requests) and quotas are unlimited. Targets
-(DESIGN.md): under 5 ms added to POST /servers, nothing measurable on
-other requests. The last line printed is one JSON object.
+(DESIGN.md): at most 10 ms (median) added to a leased POST /servers,
+nothing measurable on other requests. The last line printed is one JSON object.
 
     python benchmarks/api.py [--iterations 200]
 """
@@ -246,7 +246,7 @@ def main(argv=None):
         suite)
     if not result.wasSuccessful() or not RESULT:
         return 1
-    RESULT['target_post_ms'] = 5.0
+    RESULT['target_post_ms'] = 10.0
     RESULT['post_ok'] = max(RESULT['post_added_ms_median'],
                             RESULT['post_leased_added_ms_median']) < 5.0
     print(json.dumps(RESULT, sort_keys=True))
