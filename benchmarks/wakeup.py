@@ -150,9 +150,9 @@ class WakeupBench(test_instance_lease.InstanceLeaseTest):
 
     CAST_AS_CALL = False
     LISTEN = True
-    COMPUTES = {'host1': (128, 262144, 4000), 'host2': (128, 262144, 4000)}
 
     def setUp(self):
+        # --hosts compute hosts, big enough for every server of a run.
         self.COMPUTES = {'host%d' % (i + 1): (128, 262144, 4000)
                          for i in range(ARGS.hosts)}
         super().setUp()
