@@ -76,6 +76,7 @@ empty" is "that track is zero".
 
 from nova_lease.calendar.core import Calendar
 from nova_lease.calendar.fit import fits
+from nova_lease.calendar.fit import headroom
 from nova_lease.calendar.fit import HostLoad
 from nova_lease.calendar.fit import Loads
 from nova_lease.calendar.fit import next_promise_seconds
@@ -88,5 +89,5 @@ from nova_lease.calendar.model import Usage
 from nova_lease.calendar.store import to_us
 
 __all__ = ['Calendar', 'Demand', 'HostCapacity', 'HostLoad', 'Item', 'Loads',
-           'Usage', 'fits', 'next_promise_seconds', 'slack_seconds',
-           'to_us', 'usable_capacity']
+           'Usage', 'fits', 'headroom', 'next_promise_seconds',
+           'slack_seconds', 'to_us', 'usable_capacity']

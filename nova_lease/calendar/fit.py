@@ -290,6 +290,35 @@ def fits(cal, loads, demand, start, end):
     return result.tolist()
 
 
+def headroom(cal, loads, demand, start, end):
+    """Per host: the smallest share of its capacity still free over
+    ``[start, end)`` once ``demand`` is placed there (the least over
+    vcpus, RAM and disk, and over the interval); ``-math.inf`` for a host
+    without a known capacity. Negative where it does not fit; at most -1
+    where a whole-host allocation overlaps the interval.
+
+    Admission spreads instances over hosts that fit equally tightly in
+    time with it, as Nova's RAM and CPU weighers spread by default.
+    """
+    loads = _as_loads(loads)
+    out = np.where(loads.known, math.inf, -math.inf)
+    s_us, e_us = arrays.to_us(start), arrays.end_us(end)
+    if e_us <= s_us or not len(loads):
+        return out.tolist()
+    owner, ts, te, running = _steps(loads, s_us, e_us)
+    hidx = _host_index(cal, loads)
+    pv, pm, pd, whole = _peaks(cal, hidx[owner], ts, te)
+    cap = loads.cap[:, owner]
+    left = cap - loads.unleased[:, owner] - running - np.stack((
+        pv + demand.vcpus, pm + demand.memory_mb, pd + demand.disk_gb))
+    share = np.where(cap > 0, left / np.maximum(cap, 1), math.inf)
+    share = share.min(axis=0)
+    share = np.where(whole, np.minimum(share, -1.0), share)
+    per_host = np.full(len(loads), math.inf)
+    np.minimum.at(per_host, owner, share)
+    return np.where(loads.known, per_host, -math.inf).tolist()
+
+
 def slack_seconds(cal, loads, demand, start, end):
     """Per host: seconds from ``end`` until ``demand`` (from ``start``)
     would stop fitting; ``math.inf`` if never (or ``end`` is None),

@@ -33,7 +33,14 @@ that its cost does not grow with the reservations elsewhere in time
    from Nova), whose capacity comes back at their lease's end;
 3. a host per instance with the capacity calendar: among the hosts where
    the flavor fits over ``[start, end)``, the one where it fits tightest
-   in time (like LeaseWeigher), then the first by name;
+   in time (like LeaseWeigher; as only the allocations that overlap the
+   window are read, a host where it fits keeps fitting after ``end`` as
+   far as admission knows, and this rarely decides); then the one with
+   the largest share of its capacity left over the interval
+   (``fit.headroom``: instances spread as Nova's RAM and CPU weighers
+   spread them, so that the servers of leases that start together are
+   built on many computes at once, not one after the other on one); then
+   the first by name;
 4. the chosen hosts are locked (``db_api.lock_hosts``), and then read
    again, fresh: their allocations (what a concurrent admission committed
    before we got the lock), whether they were registered meanwhile, the
@@ -142,7 +149,10 @@ def _item(host, demand, start, end):
 
 
 def _plan(items, loads, demand, count, start, end):
-    """Hosts for ``count`` instances (greedy, tightest first) or None."""
+    """Hosts for ``count`` instances, or None.
+
+    Greedy: tightest in time first, then the most room left.
+    """
     items = list(items)
     hosts = []
     for _n in range(count):
@@ -151,10 +161,12 @@ def _plan(items, loads, demand, count, start, end):
         candidates = [k for k, good in enumerate(ok) if good]
         if not candidates:
             return None
-        slack = fit.slack_seconds(cal, loads.subset(candidates), demand,
-                                  start, end)
-        best = min(zip(candidates, slack),
-                   key=lambda ks: (ks[1], loads.hosts[ks[0]]))[0]
+        subset = loads.subset(candidates)
+        slack = fit.slack_seconds(cal, subset, demand, start, end)
+        room = fit.headroom(cal, subset, demand, start, end)
+        best = min(zip(candidates, slack, room),
+                   key=lambda ksr: (ksr[1], -ksr[2],
+                                    loads.hosts[ksr[0]]))[0]
         host = loads.hosts[best]
         hosts.append(host)
         items.append(_item(host, demand, start, end))

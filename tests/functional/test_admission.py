@@ -295,3 +295,43 @@ class TestUnleasedBootsRaceAdmissions(_AdmissionBase):
         self.assertEqual(['ACTIVE'] * 4, [self._settled(s) for s in booted])
         self.assertEqual([], self.overcommitted(), results)
         self.assertEqual(['built'] * 4 + [409] * 4, results)
+
+
+class TestSpreading(_AdmissionBase):
+    """Leases over the same period are promised on every host that takes
+    them equally well, not piled on the first by name: at their common
+    start their servers are then built on many computes at once
+    (benchmarks/wakeup.py), not one after the other on one.
+    """
+
+    COMPUTES = {'host1': (4, 8192, 100), 'host2': (4, 8192, 100)}
+
+    def setUp(self):
+        super().setUp()
+        self._create_flavor(id='two', name='two', vcpu=2, memory_mb=512,
+                            disk=1, ephemeral=0)
+
+    def test_equal_hosts_share_the_promises(self):
+        T = self.clock.now
+        for n in range(4):
+            code, body = self._future_boot('1', T + 2 * HOUR, T + 4 * HOUR,
+                                           name='f%d' % n)
+            self.assertEqual(202, code, body)
+        self.assertEqual(['host1', 'host1', 'host2', 'host2'],
+                         self._promised_hosts())
+
+    def test_the_host_with_more_room_left_comes_first(self):
+        T = self.clock.now
+        code, body = self._future_boot('two', T + 1 * HOUR, T + 3 * HOUR,
+                                       name='first')
+        self.assertEqual(202, code, body)
+        self.assertEqual(['host1'], self._promised_hosts())
+        # Over [T+2h, T+4h) host1 has half its vcpus promised: the 1-vcpu
+        # leases go to host2 until it has no more room left than host1
+        # (the first by name then).
+        for n in range(3):
+            code, body = self._future_boot('1', T + 2 * HOUR, T + 4 * HOUR,
+                                           name='f%d' % n)
+            self.assertEqual(202, code, body)
+        self.assertEqual(['host1', 'host1', 'host2', 'host2'],
+                         self._promised_hosts())

@@ -354,12 +354,27 @@ class TestOpenStackClient(DeferredLeaseTest):
 class TestPromisedHost(DeferredLeaseTest):
 
     # Nova's weighers prefer host2 (more free RAM); admission promises
-    # host1 (equally free: the first by name).
+    # host1 (see _book_on_host1).
     COMPUTES = {'host1': (4, 8192, 100), 'host2': (8, 16384, 200)}
+
+    def _book_on_host1(self, start, end):
+        """A lease over [start, end), promised on host1.
+
+        Admission takes the host with the largest share of its capacity
+        left over the period: host2 (one vcpu of eight promised by a
+        first lease that overlaps the period and starts later) and host1
+        (one of four once this one is on it) are then level, and the
+        first by name wins.
+        """
+        first = self._book(start + HOUR / 2, end + HOUR)
+        [allocation] = db_api.allocation_list(self.db,
+                                              reservation_id=first['id'])
+        self.assertEqual('host2', allocation['host'])
+        return self._book(start, end)
 
     def test_created_on_the_promised_host_not_novas_choice(self):
         T = self.T
-        alias = self._book(T + HOUR, T + 2 * HOUR)
+        alias = self._book_on_host1(T + HOUR, T + 2 * HOUR)
         [allocation] = db_api.allocation_list(self.db,
                                               reservation_id=alias['id'])
         self.assertEqual('host1', allocation['host'])
@@ -376,7 +391,7 @@ class TestPromisedHost(DeferredLeaseTest):
 
     def test_no_valid_host_at_start_is_retried_with_a_new_server(self):
         T = self.T
-        alias = self._book(T + HOUR, T + 2 * HOUR)
+        alias = self._book_on_host1(T + HOUR, T + 2 * HOUR)
         # The promised host is down at the start: the server goes to
         # ERROR (NoValidHost, never host2); the start is retried.
         service = self.admin_api.get_services(host='host1',

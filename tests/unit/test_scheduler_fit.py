@@ -127,6 +127,36 @@ class FitTest(testtools.TestCase):
                 self.assertEqual(expected, slack,
                                  (items, load, demand, start, end))
 
+    def test_headroom_matches_peak(self):
+        rng = random.Random(4321)
+        for _case in range(400):
+            items, loads = _random_case(rng)
+            cal = calendar.Calendar({}, items) if items else None
+            demand = calendar.Demand(rng.randint(0, 2), rng.randint(0, 1024),
+                                     rng.randint(0, 5))
+            start = _t(rng.randint(0, 10))
+            end = (None if rng.random() < 0.2
+                   else start + datetime.timedelta(
+                       hours=rng.randint(1, 6)))
+            got = fit.headroom(cal, loads, demand, start, end)
+            ref = _reference(items, loads, start)
+            for load, room in zip(loads, got):
+                if load.capacity is None:
+                    self.assertEqual(-math.inf, room)
+                    continue
+                peak = ref.peak(load.host, start, end)
+                expected = min(
+                    (cap - used - want) / cap for cap, used, want in zip(
+                        load.capacity, peak[:3], demand))
+                if peak.whole_host:
+                    expected = min(expected, -1.0)
+                self.assertAlmostEqual(expected, room, places=9,
+                                       msg=(items, load, demand, start,
+                                            end))
+                self.assertEqual(
+                    room >= 0 and not peak.whole_host,
+                    fit.fits(cal, [load], demand, start, end)[0])
+
     def test_lending_before_a_promise(self):
         # A 4-vcpu host promised entirely from T+2h to T+4h.
         items = [calendar.Item('h', _t(2), _t(4), 4, 0, 0, ref='r')]
