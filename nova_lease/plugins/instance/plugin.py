@@ -43,6 +43,7 @@ plugin_call_timeout`` seconds, until Nova has done it.
 import contextlib
 import functools
 import threading
+import time
 
 from oslo_log import log as logging
 
@@ -70,22 +71,44 @@ PLACING_HOLD = 2.0
 
 class _Pacer(object):
     """At most ``limit`` requests at once (0: no limit); a request that
-    has not ended within ``hold`` seconds no longer holds the next back.
+    has not ended within ``hold`` seconds of its start no longer counts.
+
+    So behind requests that nova-api is slow to answer, the next ones go
+    one per ``hold`` seconds, never all at once.
     """
 
     def __init__(self, limit, hold):
-        self._slots = threading.BoundedSemaphore(limit) if limit else None
+        self._limit = limit
         self._hold = hold
+        self._cond = threading.Condition()
+        self._started = {}      # request token: when it began
+
+    def _wait_turn(self):
+        """Wait until fewer than ``limit`` requests count (lock held)."""
+        while True:
+            now = time.monotonic()
+            counted = [t for t in self._started.values()
+                       if now - t < self._hold]
+            if len(counted) < self._limit:
+                return now
+            # Until the oldest counted request stops counting, or one
+            # ends (notify).
+            self._cond.wait(min(counted) + self._hold - now)
 
     @contextlib.contextmanager
     def __call__(self):
-        held = (self._slots is not None and
-                self._slots.acquire(timeout=self._hold))
+        if not self._limit:
+            yield
+            return
+        token = object()
+        with self._cond:
+            self._started[token] = self._wait_turn()
         try:
             yield
         finally:
-            if held:
-                self._slots.release()
+            with self._cond:
+                del self._started[token]
+                self._cond.notify()
 
 
 class InstancePlugin(base.ComputePlugin):
