@@ -169,12 +169,13 @@ class ActionsMixin(object):
         return True
 
     def _resume_later(self, entry, server, error):
-        """The observer saw a Wait over: resume its job in a worker.
+        """The observer saw a Wait over: resume its job in a worker, once
+        the events due meanwhile have one (see jobs.WorkerPool).
 
         :raises RuntimeError: the engine is stopping (its claims are
             released).
         """
-        self._pool.submit(self._resume, entry, server, error)
+        self._pool.submit_later(self._resume, entry, server, error)
 
     def _resume(self, entry, server, error):
         """In a worker: continue a job once a Wait of it is over."""

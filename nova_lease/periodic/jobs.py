@@ -21,8 +21,8 @@
 * the errors a job fails with when no plugin could finish it.
 """
 
+import collections
 import datetime
-import queue
 import threading
 import time
 
@@ -160,6 +160,15 @@ RETIRE = object()
 class WorkerPool(object):
     """A fixed set of daemon worker threads running callables in order.
 
+    Two queues: :meth:`submit` (first come, first served) and
+    :meth:`submit_later`, whose callables run only when nothing submitted
+    is waiting, or once they have waited ``max_defer`` seconds. The
+    engine resumes the jobs whose Nova work is over with the latter: in
+    a burst of starts, the requests that get the servers placed go to
+    nova-api before the bookkeeping of the servers already running (its
+    metadata and tag requests), which would otherwise slow every
+    placement down (benchmarks/wakeup.py).
+
     Unlike concurrent.futures, its threads are daemons: a process that
     stops while a plugin call hangs exits at once (the claim was
     released), instead of joining the worker at interpreter exit.
@@ -167,8 +176,12 @@ class WorkerPool(object):
 
     _STOP = object()
 
-    def __init__(self, size, name):
-        self._queue = queue.SimpleQueue()
+    def __init__(self, size, name, max_defer=30.0):
+        self._cond = threading.Condition()
+        self._first = collections.deque()
+        self._later = collections.deque()     # (queued at, item)
+        self._stops = 0
+        self._max_defer = max_defer
         self._closed = False
         self._name = name
         self._threads = []
@@ -182,9 +195,23 @@ class WorkerPool(object):
         self._threads.append(thread)
         thread.start()
 
+    def _next(self):
+        with self._cond:
+            while True:
+                if self._later and (not self._first or (
+                        time.monotonic() - self._later[0][0] >=
+                        self._max_defer)):
+                    return self._later.popleft()[1]
+                if self._first:
+                    return self._first.popleft()
+                if self._stops:
+                    self._stops -= 1
+                    return self._STOP
+                self._cond.wait()
+
     def _work(self):
         while True:
-            item = self._queue.get()
+            item = self._next()
             if item is self._STOP:
                 return
             func, args = item
@@ -197,19 +224,31 @@ class WorkerPool(object):
     def submit(self, func, *args):
         if self._closed:
             raise RuntimeError('the pool is shut down')
-        self._queue.put((func, args))
+        with self._cond:
+            self._first.append((func, args))
+            self._cond.notify()
+
+    def submit_later(self, func, *args):
+        """Like :meth:`submit`, behind everything submitted meanwhile
+        (for ``max_defer`` seconds at most).
+        """
+        if self._closed:
+            raise RuntimeError('the pool is shut down')
+        with self._cond:
+            self._later.append((time.monotonic(), (func, args)))
+            self._cond.notify()
 
     def shutdown(self, cancel=True):
-        """Stop the workers after what they run; drop what is queued."""
-        self._closed = True
-        if cancel:
-            while True:
-                try:
-                    self._queue.get_nowait()
-                except queue.Empty:
-                    break
-        for _ in list(self._threads):
-            self._queue.put(self._STOP)
+        """Stop the workers after what they run; drop what is queued
+        (``cancel``), or run it first.
+        """
+        with self._cond:
+            self._closed = True
+            if cancel:
+                self._first.clear()
+                self._later.clear()
+            self._stops += len(self._threads)
+            self._cond.notify_all()
 
     def join(self, timeout=None):
         deadline = None if timeout is None else time.monotonic() + timeout

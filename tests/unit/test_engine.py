@@ -563,8 +563,8 @@ class SafetyNetPollTest(testtools.TestCase):
 
     def _resumed(self):
         resumed = []
-        self.engine._pool.submit = lambda func, entry, server, error: (
-            resumed.append((entry.wait.server_id, server, error)))
+        self.engine._pool.submit_later = lambda func, entry, server, err: (
+            resumed.append((entry.wait.server_id, server, err)))
         return resumed
 
     def test_notification_showing_the_wait_over_needs_no_look(self):
@@ -640,3 +640,79 @@ class SafetyNetPollTest(testtools.TestCase):
         self.engine.observer.poll([self._waiting('s1')], notified={'s1'})
         self.assertEqual([], self.engine.observer.waiting)
         self.assertTrue(self.engine.notices_flow)
+
+
+class WorkerPoolTest(testtools.TestCase):
+    """The engine's workers: what is submitted later waits for what is
+    submitted meanwhile, for max_defer seconds at most.
+    """
+
+    def _pool(self, size=1, max_defer=30.0):
+        pool = jobs.WorkerPool(size, 'test', max_defer=max_defer)
+        self.addCleanup(pool.join, 5)
+        self.addCleanup(pool.shutdown)
+        return pool
+
+    def _blocked(self, pool):
+        """Hold the pool's only worker until the returned event is set."""
+        release = threading.Event()
+        started = threading.Event()
+
+        def block():
+            started.set()
+            release.wait(10)
+        pool.submit(block)
+        started.wait(5)
+        self.addCleanup(release.set)
+        return release
+
+    def test_later_runs_after_what_was_submitted_meanwhile(self):
+        pool = self._pool()
+        release = self._blocked(pool)
+        ran = []
+        done = threading.Event()
+        pool.submit_later(ran.append, 'resume 1')
+        pool.submit(ran.append, 'event 1')
+        pool.submit_later(ran.append, 'resume 2')
+        pool.submit(ran.append, 'event 2')
+        pool.submit_later(done.set)
+        release.set()
+        self.assertTrue(done.wait(5))
+        self.assertEqual(['event 1', 'event 2', 'resume 1', 'resume 2'],
+                         ran)
+
+    def test_later_waits_at_most_max_defer(self):
+        pool = self._pool(max_defer=0.2)
+        release = self._blocked(pool)
+        ran = []
+        done = threading.Event()
+        pool.submit_later(ran.append, 'resume')
+        time.sleep(0.3)
+        pool.submit(ran.append, 'event')
+        pool.submit(done.set)
+        release.set()
+        self.assertTrue(done.wait(5))
+        self.assertEqual(['resume', 'event'], ran)
+
+    def test_shutdown_without_cancel_runs_what_is_queued(self):
+        pool = jobs.WorkerPool(1, 'test')
+        release = self._blocked(pool)
+        ran = []
+        pool.submit_later(ran.append, 'resume')
+        pool.submit(ran.append, 'event')
+        pool.shutdown(cancel=False)
+        release.set()
+        pool.join(5)
+        self.assertEqual(['event', 'resume'], ran)
+        self.assertRaises(RuntimeError, pool.submit, ran.append, 'late')
+
+    def test_shutdown_drops_what_is_queued(self):
+        pool = jobs.WorkerPool(1, 'test')
+        release = self._blocked(pool)
+        ran = []
+        pool.submit_later(ran.append, 'resume')
+        pool.submit(ran.append, 'event')
+        pool.shutdown()
+        release.set()
+        pool.join(5)
+        self.assertEqual([], ran)
