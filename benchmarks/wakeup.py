@@ -21,16 +21,18 @@ every 100 ms), two paths side by side, each against its floor -- the same
 Nova actions sent by hand, with no engine:
 
 * ``unshelve``: N leased servers, shelved (offloaded) and marked
-  reserved (tag and metadata), whose leases start at the same second (as
-  leases made before servers were created at their start are; set up
-  directly in the side database); floor: the N unshelves sent one after
-  the other by a script;
+  reserved (tag and metadata), whose leases start at the same second,
+  each with the host admission control promised it (recorded in the side
+  database as the lease middleware records a scheduled lease: at the
+  start each unshelve may only go to that host); floor: the N unshelves
+  sent one after the other by a script;
 * ``create``: N future instance leases booted with ``nova boot --hint
   lease_params=...``, whose servers the engine creates at their start;
   floor: the N boots sent one after the other.
 
-Floor and engine run alternately, ``--rounds`` pairs per path and N
-(floor then engine, then engine then floor, ...): the in-process Nova's
+The clock of the harness follows real time. Floor and engine run
+alternately, ``--rounds`` pairs per path and N (floor then engine, then
+engine then floor, ...): the in-process Nova's
 pace drifts by a third between runs of one process, so one run of each
 says little. ``--warmup`` untimed floor runs come first: the first run
 after the servers are built is faster than the later ones. Per pair:
@@ -39,7 +41,10 @@ after the servers are built is faster than the later ones. Per pair:
 ``engine_requests``, the compute API requests the engine sent, per kind
 (the watcher's and the floor's are not counted); and ``engine_sent_s``,
 from the due instant to the last of the engine's unshelves or creates
-answered; ``cpu_load`` and ``floor_cpu_load``, the process's CPU time
+answered; ``engine_done_s``, from the due instant to every lease
+ACTIVE, the metadata and tag of its servers updated (the engine does
+that bookkeeping once the burst's unshelves or creates are sent);
+``cpu_load`` and ``floor_cpu_load``, the process's CPU time
 over the wall time until every server was ACTIVE; ``hosts`` and
 ``floor_hosts``, how many servers each compute host got. Per path and N:
 the median over the pairs of ``p99_s``, ``floor_p99_s`` and ``ratio``,
@@ -75,6 +80,7 @@ import nova.tests.functional  # noqa: E402,F401  (first, as in the tests)
 
 import fixtures  # noqa: E402
 from nova.compute import vm_states  # noqa: E402
+import nova.conf  # noqa: E402
 from nova import context as nova_context  # noqa: E402
 from nova import objects  # noqa: E402
 from nova.virt import fake as fake_virt  # noqa: E402
@@ -83,11 +89,14 @@ from oslo_serialization import jsonutils  # noqa: E402
 from nova_lease import compute  # noqa: E402
 from nova_lease.conf import lease as lease_conf  # noqa: E402
 from nova_lease.db import api as db_api  # noqa: E402
+from nova_lease.periodic import events as lease_events  # noqa: E402
 # Imported before Nova's fixtures forbid os.uname() (numpy calls it).
-from nova_lease.scheduler import filters  # noqa: E402,F401,I100
+from nova_lease.scheduler import admission  # noqa: E402,I100
+from nova_lease.scheduler import filters  # noqa: E402,F401
 from tests.functional import base  # noqa: E402
 from tests.functional import test_instance_lease  # noqa: E402
 
+CONF = nova.conf.CONF
 ARGS = None
 RESULT = {}
 
@@ -156,6 +165,8 @@ class WakeupBench(test_instance_lease.InstanceLeaseTest):
         self.COMPUTES = {'host%d' % (i + 1): (128, 262144, 4000)
                          for i in range(ARGS.hosts)}
         super().setUp()
+        # Time moves as in a deployment, for engine and floor alike.
+        self.clock.follow_real_time()
         self.flags(instances=-1, cores=-1, ram=-1, group='quota')
         if ARGS.spawn_seconds:
             original = fake_virt.FakeDriver.spawn
@@ -268,13 +279,39 @@ class WakeupBench(test_instance_lease.InstanceLeaseTest):
 
     def _engine_unshelve(self, ids):
         self._shelve(ids)
-        start = self._shelved_server_leases(ids)
+        start = self._admitted_server_leases(ids)
         times = self._run_engine(start, len(ids))
         # The servers serve the next round: their leases go (before
         # their end, which would shelve them).
         for lease in db_api.lease_list(self.db):
             db_api.lease_destroy(self.db, lease['id'])
         return times
+
+    def _admitted_server_leases(self, server_ids):
+        """One PENDING lease per shelved server, all due at the same
+        minute an hour on, each with the host admission control promised
+        it, recorded as the lease middleware records a scheduled lease
+        (admission and lease in one writer transaction): at the start,
+        each unshelve may go only to its promised host. That start.
+        """
+        start = (self.clock.now + datetime.timedelta(hours=1)).replace(
+            second=0, microsecond=0)
+        end = start + datetime.timedelta(hours=2)
+        size = {'vcpus': 1, 'memory_mb': 512, 'disk_gb': 1}
+        for server_id in server_ids:
+            with self.db.writer() as session:
+                allocations = admission.allocate_instances(
+                    session, CONF, size, 1, start, end)
+                db_api.lease_create(session, {
+                    'name': 'shelved', 'project_id': self.api.project_id,
+                    'user_id': 'fake', 'start_date': start,
+                    'end_date': end, 'status': 'PENDING'}, reservations=[{
+                        'resource_type': 'virtual:instance',
+                        'resource_id': server_id, 'status': 'pending',
+                        'properties': dict(size),
+                        'allocations': allocations}],
+                    events=lease_events.lease_events(start, end))
+        return start
 
     def _run_engine(self, start, n):
         watcher = _Watcher()
@@ -287,6 +324,9 @@ class WakeupBench(test_instance_lease.InstanceLeaseTest):
         done.start()
         watcher.run(n, ARGS.timeout)
         done.join(ARGS.timeout)
+        # Every lease ACTIVE, its servers' metadata and tag updated too
+        # (that bookkeeping waits for the burst's placing requests).
+        self.engine_done_s = round(time.monotonic() - t0, 3)
         times = self._times(t0, watcher)
         self.engine_requests = dict(self.requests)
         # From the due instant to the last unshelve or create answered.
@@ -333,6 +373,7 @@ class WakeupBench(test_instance_lease.InstanceLeaseTest):
         # What the engine asked of Nova's API, per kind of request.
         out['engine_requests'] = self.engine_requests
         out['engine_sent_s'] = self.engine_sent_s
+        out['engine_done_s'] = self.engine_done_s
         return out
 
     def _rounds(self, path, n):

@@ -31,6 +31,7 @@ import os
 import re
 import sys
 import threading
+import time
 from unittest import mock
 from urllib import parse as urlparse
 
@@ -221,6 +222,35 @@ class ClockFixture(fixtures.Fixture):
         if when.tzinfo is not None:
             when = timeutils.normalize_time(when)
         return self.advance(max(when - self.now, datetime.timedelta(0)))
+
+    def follow_real_time(self, interval=0.02):
+        """Let the clock move with real time from now on; return a stopper.
+
+        A thread advances the clock by the real time elapsed, every
+        ``interval`` seconds, until the returned function is called or the
+        fixture is cleaned up; :meth:`advance` and :meth:`advance_to` still
+        jump. For runs that time Nova itself (benchmarks/wakeup.py): the
+        timestamps Nova and the engine write then differ as they do in a
+        deployment, where a frozen clock stamps a whole burst with one
+        instant.
+        """
+        stop = threading.Event()
+
+        def tick():
+            last = time.monotonic()
+            while not stop.wait(interval):
+                now = time.monotonic()
+                self.advance(now - last)
+                last = now
+        ticker = threading.Thread(target=tick, name='clock-ticker',
+                                  daemon=True)
+        ticker.start()
+
+        def stopper():
+            stop.set()
+            ticker.join()
+        self.addCleanup(stopper)
+        return stopper
 
     def wait_until(self, when, timeout=None):
         """Block until the clock reaches ``when``; False on real timeout."""

@@ -16,6 +16,7 @@ import datetime
 import difflib
 import re
 import threading
+import time
 from urllib import parse as urlparse
 
 from nova.api import auth as nova_auth
@@ -313,6 +314,23 @@ class TestClockFixture(testtools.TestCase):
         self.assertEqual(4, len(moves))
         self.assertRaises(ValueError, clock.advance, -1)
         self.assertEqual(timeutils.utcnow(), clock.now)
+
+    def test_follow_real_time(self):
+        clock = self.useFixture(lease_fixtures.ClockFixture(self.START))
+        stop = clock.follow_real_time(interval=0.01)
+        t0 = time.monotonic()
+        time.sleep(0.3)
+        moved = (clock.now - self.START).total_seconds()
+        self.assertGreaterEqual(moved, 0.2)
+        self.assertLessEqual(moved, time.monotonic() - t0 + 0.01)
+        # Jumps still jump, and the clock goes on from there.
+        jumped = clock.advance(hours=1)
+        time.sleep(0.05)
+        self.assertGreater(clock.now, jumped)
+        stop()
+        frozen = clock.now
+        time.sleep(0.05)
+        self.assertEqual(frozen, clock.now)
 
     def test_wait_until_wakes_on_advance(self):
         clock = self.useFixture(lease_fixtures.ClockFixture(self.START))
