@@ -203,11 +203,16 @@ view of its hosts, so a burst of starts sent all at once lands on the
 same host (equal weights are broken alike), whose compute then builds
 its servers one after the other: twice as slow as the same unshelves
 sent by hand on two hosts (benchmarks/wakeup.py). One at a time, as a
-script would send them, lets each request find the host the previous
-one took. The engine still does not wait for a server to be built
-before it asks for the next one (see engine_workers), and a request
-that nova-api has not answered within 2 seconds no longer holds the next
-ones back.
+script would send them, gives each request a fresher view. (The
+servers of instance leases admitted for a future start go to the host
+their promise is on; admission spreads leases over the hosts that take
+them equally well.) The engine still does not wait for a server to be
+built before it asks for the next one (see engine_workers). A request
+stops counting 2 seconds after it was sent, answered or not: behind
+requests nova-api is slow to answer, the next go one every 2 seconds,
+never all at once. While a burst's requests wait for their turn, the
+bookkeeping of the servers already running (their lease_status metadata
+and reserved tag) waits behind them.
 """),
     cfg.IntOpt('plugin_call_timeout',
                default=600,
