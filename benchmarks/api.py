@@ -47,7 +47,9 @@ Compare runs made under the same load (the JSON has the load average).
 To time the API alone, the conductor's ``schedule_and_build_instances`` is
 a no-op (servers stay build requests) and quotas are unlimited. Targets
 (DESIGN.md): at most 10 ms (median) added to a leased POST /servers,
-nothing measurable on other requests. The last line printed is one JSON object.
+nothing measurable on other requests (``post_ok``: the leased POST's
+median at most ``target_post_ms``, the plain POST's and GET's under a
+millisecond). The last line printed is one JSON object.
 
     python benchmarks/api.py [--iterations 200]
 """
@@ -247,8 +249,12 @@ def main(argv=None):
     if not result.wasSuccessful() or not RESULT:
         return 1
     RESULT['target_post_ms'] = 10.0
-    RESULT['post_ok'] = max(RESULT['post_added_ms_median'],
-                            RESULT['post_leased_added_ms_median']) < 5.0
+    # The targets: at most 10 ms added to a leased POST, nothing
+    # measurable (under a millisecond) to the others.
+    RESULT['post_ok'] = (
+        RESULT['post_leased_added_ms_median'] <= RESULT['target_post_ms']
+        and max(RESULT['post_added_ms_median'],
+                RESULT['get_added_ms_median']) < 1.0)
     print(json.dumps(RESULT, sort_keys=True))
     return 0
 
