@@ -267,6 +267,22 @@ def _steps(loads, s_us, e_us):
     return owner, starts, ends, running
 
 
+def _left_over(cal, loads, demand, s_us, e_us):
+    """Per (host, step) over [s_us, e_us) (e_us > s_us): what each
+    resource has left once ``demand`` is placed (negative: it does not
+    fit), and whether a whole-host allocation holds the step.
+
+    Returns (owner, left[3, steps], whole[steps]).
+    """
+    owner, ts, te, running = _steps(loads, s_us, e_us)
+    hidx = _host_index(cal, loads)
+    pv, pm, pd, whole = _peaks(cal, hidx[owner], ts, te)
+    left = loads.cap[:, owner] - loads.unleased[:, owner] - running - \
+        np.stack((pv + demand.vcpus, pm + demand.memory_mb,
+                  pd + demand.disk_gb))
+    return owner, left, whole
+
+
 def fits(cal, loads, demand, start, end):
     """Per host (a bool list): does ``demand`` fit over [start, end)?
 
@@ -278,13 +294,8 @@ def fits(cal, loads, demand, start, end):
     s_us, e_us = arrays.to_us(start), arrays.end_us(end)
     if e_us <= s_us or not len(loads):
         return loads.known.tolist()
-    owner, ts, te, running = _steps(loads, s_us, e_us)
-    hidx = _host_index(cal, loads)
-    pv, pm, pd, whole = _peaks(cal, hidx[owner], ts, te)
-    need = loads.cap[:, owner] - loads.unleased[:, owner] - running
-    good = ((pv + demand.vcpus <= need[0]) &
-            (pm + demand.memory_mb <= need[1]) &
-            (pd + demand.disk_gb <= need[2]) & ~whole)
+    owner, left, whole = _left_over(cal, loads, demand, s_us, e_us)
+    good = (left >= 0).all(axis=0) & ~whole
     result = loads.known.copy()
     result[owner[~good]] = False
     return result.tolist()
@@ -305,12 +316,8 @@ def headroom(cal, loads, demand, start, end):
     s_us, e_us = arrays.to_us(start), arrays.end_us(end)
     if e_us <= s_us or not len(loads):
         return out.tolist()
-    owner, ts, te, running = _steps(loads, s_us, e_us)
-    hidx = _host_index(cal, loads)
-    pv, pm, pd, whole = _peaks(cal, hidx[owner], ts, te)
+    owner, left, whole = _left_over(cal, loads, demand, s_us, e_us)
     cap = loads.cap[:, owner]
-    left = cap - loads.unleased[:, owner] - running - np.stack((
-        pv + demand.vcpus, pm + demand.memory_mb, pd + demand.disk_gb))
     share = np.where(cap > 0, left / np.maximum(cap, 1), math.inf)
     share = share.min(axis=0)
     share = np.where(whole, np.minimum(share, -1.0), share)
