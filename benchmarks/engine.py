@@ -253,7 +253,7 @@ def _wait_done(url, count, deadline):
 
 
 def run_scenario(backend, engines, events, rate, late, timeout, seed,
-                 lead=1.0):
+                 lead=1.0, options=()):
     tmp = tempfile.mkdtemp(prefix='nova_lease_bench_')
     url, drop = create_database(backend, tmp)
     procs = []
@@ -266,9 +266,10 @@ def run_scenario(backend, engines, events, rate, late, timeout, seed,
         with open(config, 'w') as f:
             f.write('[DEFAULT]\nlog_file = %s\n'
                     '[nova_lease_database]\nconnection = %s\n'
-                    '[nova_lease]\nresource_plugins = noop\n'
+                    '[nova_lease]\nresource_plugins = noop\n%s'
                     '[nova_lease_noop]\nrecord_file = %s\n'
-                    % (os.path.join(tmp, 'engine.log'), url, records))
+                    % (os.path.join(tmp, 'engine.log'), url,
+                       ''.join('%s\n' % o for o in options), records))
         env = dict(os.environ, OS_NOVA_DISABLE_EVENTLET_PATCHING='1',
                    PYTHONWARNINGS='ignore')
         for i in range(engines):
@@ -378,6 +379,10 @@ def main(argv=None):
     parser.add_argument('--seed', type=int, default=12)
     parser.add_argument('--scenario', action='append',
                         help='backend:engines, e.g. mysql:2')
+    parser.add_argument('--engine-option', action='append', default=[],
+                        metavar='NAME=VALUE',
+                        help='an option of the engines\' [nova_lease] '
+                             'section, e.g. engine_workers=32 (repeatable)')
     args = parser.parse_args(argv)
     results = []
     for scenario in args.scenario or DEFAULT_SCENARIOS:
@@ -388,7 +393,7 @@ def main(argv=None):
             continue
         result = run_scenario(backend, int(engines or 1), args.events,
                               args.rate, args.late, args.timeout, args.seed,
-                              args.lead)
+                              args.lead, args.engine_option)
         results.append(result)
         print(json.dumps(result), flush=True)
     summary = {

@@ -270,6 +270,7 @@ class Engine(claiming.ClaimingMixin, actions.ActionsMixin):
             self._record_wakeup.set()
             self._recorder.join(30)
             self.liveness.stop()
+            self.stats['claim_checks'] = self._claims.queries
             LOG.info('Lease engine %(id)s stopped: %(stats)s',
                      {'id': self.engine_id, 'stats': self.stats})
 

@@ -716,3 +716,85 @@ class WorkerPoolTest(testtools.TestCase):
         release.set()
         pool.join(5)
         self.assertEqual([], ran)
+
+
+class ClaimCheckerTest(testtools.TestCase):
+    """Confirmations of claims: batched, each from a query that began
+    after it was asked for, every worker answered once.
+    """
+
+    def setUp(self):
+        super().setUp()
+        self.queries = []
+        self.release = threading.Event()
+        self.release.set()
+        self.fail = None
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova_lease.db.api.engine_claims_held', self._held))
+        self.checker = jobs.ClaimChecker(None, 'engine-1')
+
+    def _held(self, db, engine_id, claims):
+        claims = list(claims)
+        self.queries.append(claims)
+        self.release.wait(5)
+        if self.fail:
+            raise self.fail
+        return {c for c in claims if c[0].startswith('mine')}
+
+    def _ask_all(self, claims):
+        answers = {}
+
+        def ask(claim):
+            try:
+                answers[claim] = self.checker.held(*claim)
+            except Exception as e:
+                answers[claim] = e
+        threads = [threading.Thread(target=ask, args=(c,)) for c in claims]
+        for thread in threads:
+            thread.start()
+        return threads, answers
+
+    def test_concurrent_confirmations_share_a_query(self):
+        claims = [('mine%d' % i, 1) for i in range(8)] + [('lost', 2)]
+        threads, answers = self._ask_all(claims)
+        for thread in threads:
+            thread.join(5)
+        expected = {c: True for c in claims[:8]}
+        expected[('lost', 2)] = False
+        self.assertEqual(expected, answers)
+        self.assertEqual(sorted(claims),
+                         sorted(c for q in self.queries for c in q))
+        self.assertLess(len(self.queries), len(claims))
+        self.assertEqual(len(self.queries), self.checker.queries)
+
+    def test_an_ask_during_a_query_waits_for_the_next_one(self):
+        self.release.clear()
+        threads, answers = self._ask_all([('mine-first', 1)])
+        for _ in range(500):
+            if self.queries:
+                break
+            time.sleep(0.01)
+        late, late_answers = self._ask_all([('mine-late', 1)])
+        time.sleep(0.05)
+        # The running query began before the late ask: it cannot answer.
+        self.assertEqual({}, late_answers)
+        self.release.set()
+        for thread in threads + late:
+            thread.join(5)
+        self.assertEqual({('mine-first', 1): True}, answers)
+        self.assertEqual({('mine-late', 1): True}, late_answers)
+        self.assertEqual([[('mine-first', 1)], [('mine-late', 1)]],
+                         self.queries)
+
+    def test_a_failed_query_raises_in_every_worker_it_answered(self):
+        self.fail = RuntimeError('database unreachable')
+        claims = [('mine%d' % i, 1) for i in range(4)]
+        threads, answers = self._ask_all(claims)
+        for thread in threads:
+            thread.join(5)
+        self.assertEqual(set(claims), set(answers))
+        for answer in answers.values():
+            self.assertIsInstance(answer, RuntimeError)
+        # The next confirmation runs a query of its own.
+        self.fail = None
+        self.assertTrue(self.checker.held('mine-after', 1))
