@@ -107,11 +107,14 @@ class ClaimChecker(object):
     """
 
     class _Ask(object):
-        __slots__ = ('claim', 'done', 'held', 'error')
+        __slots__ = ('claim', 'wake', 'lead', 'held', 'error')
 
         def __init__(self, claim):
             self.claim = claim
-            self.done = False
+            # Released once: when answered, or when made the leader.
+            self.wake = threading.Lock()
+            self.wake.acquire()
+            self.lead = False
             self.held = False
             self.error = None
 
@@ -123,7 +126,7 @@ class ClaimChecker(object):
     def __init__(self, db, engine_id):
         self.db = db
         self.engine_id = engine_id
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()
         self._queue = []
         self._busy = False
         #: How many queries ran (the engine's stats).
@@ -131,13 +134,13 @@ class ClaimChecker(object):
 
     def held(self, event_id, attempts):
         ask = self._Ask((event_id, attempts))
-        with self._cond:
+        with self._lock:
             self._queue.append(ask)
-            while self._busy and not ask.done:
-                self._cond.wait()
-            if not ask.done:
-                self._busy = True
-        if not ask.done:
+            ask.lead = not self._busy
+            self._busy = True
+        if not ask.lead:
+            ask.wake.acquire()
+        if ask.lead:
             self._serve()
         if ask.error is not None:
             raise ask.error
@@ -148,7 +151,7 @@ class ClaimChecker(object):
         try:
             if self.gather:
                 time.sleep(self.gather)
-            with self._cond:
+            with self._lock:
                 batch, self._queue = self._queue, []
             self.queries += 1
             try:
@@ -161,11 +164,18 @@ class ClaimChecker(object):
                 for ask in batch:
                     ask.held = ask.claim in held
         finally:
-            with self._cond:
-                for ask in batch:
-                    ask.done = True
-                self._busy = False
-                self._cond.notify_all()
+            with self._lock:
+                # The first of those asked meanwhile leads the next query.
+                following = self._queue[0] if self._queue else None
+                if following is None:
+                    self._busy = False
+                else:
+                    following.lead = True
+            for ask in batch:
+                ask.lead = False
+                ask.wake.release()
+            if following is not None:
+                following.wake.release()
 
 
 #: Returned by a worker's callable: this worker thread should exit (it
