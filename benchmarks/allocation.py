@@ -140,9 +140,13 @@ def _lease_values(i, rng):
             lease_events.lease_events(begin, end))
 
 
-def _allocate(db, i, rng):
-    """One timed allocation (deleted afterwards, untimed): (ms, refused)."""
-    values, events = _lease_values(i, rng)
+def _allocate(db, i, rng, lease=None):
+    """One timed allocation (deleted afterwards, untimed): (ms, refused).
+
+    ``lease``: ``(values, events)`` as ``_lease_values`` makes them (drawn
+    here from ``rng`` by default).
+    """
+    values, events = lease or _lease_values(i, rng)
     refused = False
     gc.collect()
     gc.disable()        # as timeit does: no collection mid-run
