@@ -13,12 +13,14 @@
 
     python benchmarks/engine.py [--events 20000] [--rate 20000] [--lead 1]
         [--late 100] [--scenario sqlite:1] [--scenario mysql:2] ...
+        [--engine-option engine_workers=32] ...
 
 For each scenario (backend:number of engine processes; default sqlite:1,
 mysql:1, mysql:2, postgresql:1 and postgresql:2, servers only when
 reachable) it creates a fresh database, starts that many real
 ``nova-lease-engine`` processes (default options, the noop plugin, which
-records the time each action began) and measures two things:
+records the time each action began; ``--engine-option NAME=VALUE`` sets
+an option of their ``[nova_lease]`` section) and measures two things:
 
 * **capacity**: once the engines run and sleep, ``--events`` leases whose
   start events fall due at ``--rate`` per second (20,000: more than the
