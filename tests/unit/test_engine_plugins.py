@@ -372,11 +372,13 @@ class PacerTest(testtools.TestCase):
                 entered.set()
                 hung.wait(10)
         thread = threading.Thread(target=hang)
+        # The hold counts from when the hung request was let in: time the
+        # wait from before that (not from after, which is later).
+        t0 = time.monotonic()
         thread.start()
         self.addCleanup(thread.join)
         self.addCleanup(hung.set)
         entered.wait(5)
-        t0 = time.monotonic()
         with pacer():
             waited = time.monotonic() - t0
         self.assertGreaterEqual(waited, 0.2)
