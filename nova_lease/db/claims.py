@@ -341,6 +341,7 @@ def engine_complete_events(db, engine_id, results, now=None):
             session.execute(sa.update(EVENTS)
                             .where(EVENTS.c.id.in_(ids)).values(**values))
         lease_groups, reservation_groups = {}, {}
+        changed = set()     # leases to journal (once each)
         for event_id in owned:
             r = by_id[event_id]
             if r.get('lease_status') is not None:
@@ -369,8 +370,7 @@ def engine_complete_events(db, engine_id, results, now=None):
                 .where(LEASES.c.id.in_(ids), LEASES.c.status.in_(expected))
                 .values(status=new, **values)).rowcount
             if moved:
-                changes_db.journal(
-                    session, [(lease_id, None) for lease_id in ids])
+                changed.update(ids)
             if has_reason and moved != len(ids):
                 # The reason is set whatever the status.
                 session.execute(
@@ -385,8 +385,9 @@ def engine_complete_events(db, engine_id, results, now=None):
                        RESERVATIONS.c.status.in_(expected))
                 .values(status=new, updated_at=now)).rowcount
             if moved:
-                changes_db.journal(
-                    session, [(lease_id, None) for lease_id in ids])
+                changed.update(ids)
+        changes_db.journal(session, [(lease_id, None)
+                                     for lease_id in sorted(changed)])
     return sorted(owned)
 
 
