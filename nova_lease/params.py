@@ -583,12 +583,13 @@ def parse_lease_params(raw, now, max_duration=None, default_name=None):
 
 
 def _parse_reservations(value):
+    # As in Blazar, a lease may hold no reservation (absent, null or []):
+    # its events still run, and it goes ACTIVE, then TERMINATED.
     if value is None:
-        raise _error('reservations', 'required', "'reservations' is required")
-    if not isinstance(value, list) or not value:
-        raise _error('reservations', 'type', "'reservations' must be a "
-                     "non-empty array of objects, got %s",
-                     'an empty array' if value == [] else json_type(value))
+        return []
+    if not isinstance(value, list):
+        raise _error('reservations', 'type', "'reservations' must be an "
+                     "array of objects, got %s", json_type(value))
     for i, item in enumerate(value):
         field = 'reservations[%d]' % i
         if not isinstance(item, dict):

@@ -18,6 +18,7 @@ the harness clock.
 """
 
 
+import datetime
 import time
 
 import fixtures
@@ -144,6 +145,50 @@ class HostReservationTest(HostLeaseMixin, base.LeaseFunctionalBase):
         self.assertIsNone(self._aggregate(name))
         self.assertEqual(['host1', 'host2'],
                          sorted(self._aggregate('freepool')['hosts']))
+
+    def test_lease_with_no_reservation_runs_its_course(self):
+        # Valid in Blazar (reservations absent or empty): created with
+        # python-blazarclient's lease.create, moved, started and ended by
+        # the engine.
+        from blazarclient import client as blazar_client
+        client = blazar_client.Client(
+            session=self.keystone.session('fake'),
+            endpoint_override=self.keystone.reservation_url)
+        at = (lambda **d: (self.clock.now + datetime.timedelta(**d))
+              .strftime('%Y-%m-%d %H:%M'))
+        lease = client.lease.create('empty', at(hours=1), at(hours=2), [],
+                                    [])
+        self.assertEqual(('PENDING', []),
+                         (lease['status'], lease['reservations']))
+        self.assertEqual(['start_lease', 'before_end_lease', 'end_lease'],
+                         [e['event_type'] for e in lease['events']])
+        # Without the key at all (REST), too.
+        body = self._lease_body(self._at(hours=1), self._at(hours=2),
+                                name='no-key')
+        del body['reservations']
+        other = self._create(body)
+        self.assertEqual([], other['reservations'])
+        # A pending one moves (nothing to re-book).
+        other = client.lease.update(other['id'], end_date=at(hours=3))
+        self.assertEqual(at(hours=3).replace(' ', 'T') + ':00.000000',
+                         other['end_date'])
+
+        self.clock.advance(hours=1)
+        self.assertEqual(2, self.engine.process_due())
+        self.assertEqual('ACTIVE', client.lease.get(lease['id'])['status'])
+        self.clock.advance(hours=1)
+        self.engine.process_due()
+        self.assertEqual('TERMINATED',
+                         client.lease.get(lease['id'])['status'])
+        self.assertEqual('ACTIVE', self._lease(other['id'])['status'])
+        self.clock.advance(hours=1)
+        self.engine.process_due()
+        self.assertEqual('TERMINATED', self._lease(other['id'])['status'])
+        # Nothing was allocated, and the lease can be deleted.
+        self.assertEqual([], db_api.allocation_list(self.lease_db))
+        client.lease.delete(lease['id'])
+        self.assertEqual([other['id']],
+                         [x['id'] for x in client.lease.list()])
 
     def test_back_to_back_leases_both_run(self):
         self._register('host1')

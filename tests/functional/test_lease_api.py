@@ -286,13 +286,14 @@ class LeaseAPITest(LeaseAPIMixin, base.LeaseFunctionalBase):
                 'now', self._at(hours=1), reservations=[
                     {'resource_type': 'virtual:floatingip', 'amount': 1}])),
             ('reservations', self._lease_body('now', self._at(hours=1),
-                                              reservations=[])),
+                                              reservations={})),
             ('colour', self._lease_body('now', self._at(hours=1),
                                         colour='blue')),
         ]
         for field, body in cases:
             if field == 'reservations':
-                body['reservations'] = []
+                # (_lease_body gives a default for an empty value.)
+                body['reservations'] = {'resource_type': 'physical:host'}
             error = self._create(body, status=400)
             self.assertEqual(400, error['error_code'], field)
             self.assertIn(field, error['error_message'])

@@ -110,8 +110,8 @@ class LeaseSchemasTest(_SchemaTest):
              "'retries' must be an integer, got a string"),
             (_lease(retries=3.0),
              "'retries' must be an integer, got a number"),
-            (_lease(reservations={}), "'reservations' must be a non-empty "
-             "array of objects, got an object"),
+            (_lease(reservations={}), "'reservations' must be an array of "
+             "objects, got an object"),
             (_lease(reservations=['x']),
              "'reservations[0]' must be an object, got a string"),
             (_lease(reservations=[_host_res(), {'resource_type': None}]),
@@ -178,13 +178,23 @@ class LeaseSchemasTest(_SchemaTest):
             "end_date, name, reservations, start_date")
 
     def test_missing_keys(self):
-        for key in ('name', 'end_date', 'reservations'):
+        for key in ('name', 'end_date'):
             body = _lease()
             del body[key]
             err = self.assertRefuses(lease_schemas.CREATE, body,
                                      "'%s' is required" % key, field=key)
             self.assertEqual('required', err.rule)
             self.assertEqual(str(err), self._parser_message(body))
+
+    def test_no_reservation_is_accepted(self):
+        # As in Blazar: absent, null or empty.
+        for value in (None, []):
+            body = _lease(reservations=value)
+            self.assertEqual(body, self.assertAccepts(lease_schemas.CREATE,
+                                                      body))
+        body = _lease()
+        del body['reservations']
+        self.assertEqual(body, self.assertAccepts(lease_schemas.CREATE, body))
 
     def test_free_text(self):
         err = self.assertRefuses(

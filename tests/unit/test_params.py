@@ -545,11 +545,16 @@ class ParseLeaseBodyTest(ErrorAssertions, testtools.TestCase):
             end_date=..., duration='1h'))
         self.assertBodyError('start', 'unknown_key', self.body(start='now'))
 
+    def test_no_reservation_is_a_valid_lease(self):
+        # As in Blazar: absent, null or an empty array.
+        for value in (..., None, []):
+            _params, reservations = self.parse(
+                self.body(reservations=value))
+            self.assertEqual([], reservations)
+
     def test_reservations(self):
-        self.assertBodyError('reservations', 'required',
-                             self.body(reservations=...))
         self.assertBodyError('reservations', 'type',
-                             self.body(reservations=[]))
+                             self.body(reservations='physical:host'))
         self.assertBodyError('reservations', 'type',
                              self.body(reservations={'resource_type': 'x'}))
         self.assertBodyError('reservations[0]', 'type',

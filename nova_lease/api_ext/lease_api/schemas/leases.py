@@ -125,11 +125,11 @@ LEASE = {
                     'description': 'must be an integer'},
         'reservations': {
             'type': ['array', 'null'],
-            'description': 'must be a non-empty array of objects',
+            'description': 'must be an array of objects',
             'items': RESERVATION,
         },
     },
-    'required': ['name', 'end_date', 'reservations'],
+    'required': ['name', 'end_date'],
 }
 
 #: A lease update (PUT /leases/{lease_id}).
