@@ -140,6 +140,21 @@ def _lease_values(i, rng):
             lease_events.lease_events(begin, end))
 
 
+def _timed(call):
+    """(milliseconds, result) of ``call()``, a garbage collection before
+    it and none during it (as timeit does).
+    """
+    gc.collect()
+    gc.disable()
+    t0 = time.perf_counter()
+    try:
+        result = call()
+    finally:
+        elapsed = (time.perf_counter() - t0) * 1000.0
+        gc.enable()
+    return elapsed, result
+
+
 def _allocate(db, i, rng, lease=None):
     """One timed allocation (deleted afterwards, untimed): (ms, refused).
 
@@ -147,17 +162,15 @@ def _allocate(db, i, rng, lease=None):
     here from ``rng`` by default).
     """
     values, events = lease or _lease_values(i, rng)
-    refused = False
-    gc.collect()
-    gc.disable()        # as timeit does: no collection mid-run
-    t0 = time.perf_counter()
-    try:
-        host_allocation.create_host_lease(
-            db, values, [('reservations[0]', _request())], events, 15)
-    except host_allocation.NotEnoughHosts:
-        refused = True
-    elapsed = (time.perf_counter() - t0) * 1000.0
-    gc.enable()
+
+    def allocate():
+        try:
+            host_allocation.create_host_lease(
+                db, values, [('reservations[0]', _request())], events, 15)
+        except host_allocation.NotEnoughHosts:
+            return True
+        return False
+    elapsed, refused = _timed(allocate)
     try:
         db_api.lease_destroy(db, values['id'])
     except db_api.LeaseNotFound:
