@@ -18,7 +18,6 @@ the harness clock.
 """
 
 
-import datetime
 import time
 
 import fixtures
@@ -154,10 +153,8 @@ class HostReservationTest(HostLeaseMixin, base.LeaseFunctionalBase):
         client = blazar_client.Client(
             session=self.keystone.session('fake'),
             endpoint_override=self.keystone.reservation_url)
-        at = (lambda **d: (self.clock.now + datetime.timedelta(**d))
-              .strftime('%Y-%m-%d %H:%M'))
-        lease = client.lease.create('empty', at(hours=1), at(hours=2), [],
-                                    [])
+        lease = client.lease.create('empty', self._at(hours=1),
+                                    self._at(hours=2), [], [])
         self.assertEqual(('PENDING', []),
                          (lease['status'], lease['reservations']))
         self.assertEqual(['start_lease', 'before_end_lease', 'end_lease'],
@@ -169,8 +166,8 @@ class HostReservationTest(HostLeaseMixin, base.LeaseFunctionalBase):
         other = self._create(body)
         self.assertEqual([], other['reservations'])
         # A pending one moves (nothing to re-book).
-        other = client.lease.update(other['id'], end_date=at(hours=3))
-        self.assertEqual(at(hours=3).replace(' ', 'T') + ':00.000000',
+        other = client.lease.update(other['id'], end_date=self._at(hours=3))
+        self.assertEqual(self._at(hours=3).replace(' ', 'T') + ':00.000000',
                          other['end_date'])
 
         self.clock.advance(hours=1)
