@@ -17,6 +17,7 @@ and nova-lease-engine (a child process, restarted if it dies) on
     nova-lease-sandbox [--state-dir DIR] [--keystone-port 5000]
                        [--nova-port 8774] [--demo [--keep-running]]
                        [--no-engine] [--debug]
+                       [--devstack-layout [--devstack-port 80]]
 
 Prints ``ready: source DIR/demo-openrc`` when the clients can be used;
 SIGINT/SIGTERM stop everything. See nova_lease.sandbox.
@@ -73,6 +74,15 @@ def parse_args(argv=None):
                              'nova-lease-engine.log')
     # For comparing with plain Nova: no nova_lease filter, scheduler filter
     # or weigher.
+    parser.add_argument('--devstack-layout', action='store_true',
+                        help='also serve DevStack\'s URL layout on '
+                             '127.0.0.1:--devstack-port: /compute/... for '
+                             'Nova and /reservation/v1/... for the lease '
+                             'API (what blazar-tempest-plugin\'s API tests '
+                             'call; see tools/blazar-tempest.sh)')
+    parser.add_argument('--devstack-port', type=int, default=80,
+                        help='port of --devstack-layout (default: '
+                             '%(default)s)')
     parser.add_argument('--without-plugin', action='store_true',
                         help=argparse.SUPPRESS)
     return parser.parse_args(argv)
@@ -104,7 +114,8 @@ def main(argv=None):
         nova_port=args.nova_port, demo=args.demo,
         keep_running=args.keep_running, debug=args.debug,
         with_plugin=not args.without_plugin,
-        with_engine=not args.no_engine)
+        with_engine=not args.no_engine,
+        devstack_port=args.devstack_port if args.devstack_layout else None)
     return _finish(sandbox.run())
 
 

@@ -50,6 +50,7 @@ from importlib import metadata
 from oslo_config import cfg
 from oslo_log import log as logging
 
+from nova_lease.sandbox import devstack
 from nova_lease.sandbox import engine
 from nova_lease.sandbox import images
 
@@ -250,7 +251,8 @@ class NovaAllInOne(fixtures.Fixture):
     """Nova 34 all-in-one (see the module docstring)."""
 
     def __init__(self, state_dir, port, keystone_url, passwords,
-                 hosts=None, with_plugin=True, debug=False, progress=None):
+                 hosts=None, with_plugin=True, debug=False, progress=None,
+                 devstack_port=None):
         super().__init__()
         self.state_dir = state_dir
         self.nova_dir = os.path.join(state_dir, 'nova')
@@ -269,6 +271,7 @@ class NovaAllInOne(fixtures.Fixture):
         self.image_id = None
         self.flavor_id = DEFAULT_FLAVOR
         self._server = None
+        self.devstack_port = devstack_port
 
     # What nova.tests.fixtures' stand-ins expect from a "test".
     def stub_out(self, old, new):
@@ -440,11 +443,22 @@ class NovaAllInOne(fixtures.Fixture):
         self._server = simple_server.make_server(
             HOST, self.port, app, server_class=_ThreadingWSGIServer,
             handler_class=_LogHandler)
-        thread = threading.Thread(target=self._server.serve_forever,
+        self._serve(self._server, 'nova-api')
+        if self.devstack_port is not None:
+            self.progress('nova: DevStack layout on http://%s:%d '
+                          '(/compute, /reservation/v1)'
+                          % (HOST, self.devstack_port))
+            self._serve(simple_server.make_server(
+                HOST, self.devstack_port, devstack.DevStackLayout(app),
+                server_class=_ThreadingWSGIServer,
+                handler_class=_LogHandler), 'devstack-layout')
+
+    def _serve(self, server, name):
+        thread = threading.Thread(target=server.serve_forever,
                                   kwargs={'poll_interval': 0.2},
-                                  name='nova-api', daemon=True)
+                                  name=name, daemon=True)
         thread.start()
-        self.addCleanup(self._stop_api, thread)
+        self.addCleanup(self._stop_server, server, thread)
 
     def set_quota(self, session, project_id, quota):
         """PUT os-quota-sets of ``project_id`` as the admin ``session``.
@@ -457,9 +471,10 @@ class NovaAllInOne(fixtures.Fixture):
     def _images(self):
         return list(self.glance.images.values())
 
-    def _stop_api(self, thread):
-        self._server.shutdown()
-        self._server.server_close()
+    @staticmethod
+    def _stop_server(server, thread):
+        server.shutdown()
+        server.server_close()
         thread.join(5)
 
 

@@ -65,7 +65,8 @@ class Sandbox(object):
 
     def __init__(self, state_dir, keystone_port=5000, nova_port=8774,
                  demo=False, keep_running=False, debug=False,
-                 with_plugin=True, with_engine=True, out=None, err=None):
+                 with_plugin=True, with_engine=True, out=None, err=None,
+                 devstack_port=None):
         self.state_dir = os.path.abspath(state_dir)
         self.keystone_port = keystone_port
         self.nova_port = nova_port
@@ -77,6 +78,7 @@ class Sandbox(object):
         self.out = out or sys.stdout
         self.err = err or sys.stderr
         self.t0 = time.monotonic()
+        self.devstack_port = devstack_port
         self.keystone = None
         self.nova = None
         self.engine = None
@@ -90,8 +92,10 @@ class Sandbox(object):
     # -- start-up ----------------------------------------------------------
 
     def _check_ports(self):
-        for name, port in (('keystone', self.keystone_port),
-                           ('nova', self.nova_port)):
+        ports = [('keystone', self.keystone_port), ('nova', self.nova_port)]
+        if self.devstack_port is not None:
+            ports.append(('devstack layout', self.devstack_port))
+        for name, port in ports:
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
@@ -101,8 +105,9 @@ class Sandbox(object):
                                    % (name, ks.HOST, port, e))
             finally:
                 sock.close()
-        if self.keystone_port == self.nova_port:
-            raise SandboxError('--keystone-port and --nova-port must differ')
+        if len(set(port for _, port in ports)) != len(ports):
+            raise SandboxError('--keystone-port, --nova-port and '
+                               '--devstack-port must differ')
 
     def _setup_logging(self):
         log_file = os.path.join(self.state_dir, 'nova.log')
@@ -150,7 +155,7 @@ class Sandbox(object):
         self.nova = nova_aio.NovaAllInOne(
             self.state_dir, self.nova_port, self.keystone.url, passwords,
             with_plugin=self.with_plugin, debug=self.debug,
-            progress=self.progress)
+            progress=self.progress, devstack_port=self.devstack_port)
         self.nova.configure()
         CONF.set_override('log_file', os.path.join(self.state_dir,
                                                    'nova.log'))
