@@ -14,15 +14,16 @@
 Called by tools/blazar-tempest.sh (which prepares both virtualenvs) as::
 
     python tools/blazar_tempest.py TEMPEST_VENV [--workspace DIR]
-        [--state-dir DIR] [--regex REGEX] [--keep]
+        [--state-dir DIR] [--only api|scenario] [--regex REGEX] [--keep]
 
 1. Starts ``nova-lease-sandbox --devstack-layout`` (its own state
    directory; Keystone on 5000, nova-api on 8774, DevStack's layout on
    127.0.0.1:80, which the plugin's gabbi tests hard-code) and waits for
    its ready line.
-2. Writes a tempest workspace (``tempest init``) whose tempest.conf points
-   at the sandbox's Keystone with its admin credentials, image and
-   flavors; dynamic credentials; no network, volume or object service.
+2. Writes a tempest workspace (as ``tempest init`` does) whose
+   tempest.conf points at the sandbox's Keystone with its admin
+   credentials, image and flavors; dynamic credentials; no network,
+   volume or object service.
 3. Runs the plugin's API tests (``blazar_tempest_plugin.tests.api``:
    they expect no host registered when they start).
 4. Registers every compute host of the sandbox in the free pool
@@ -42,7 +43,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 
 from keystoneauth1 import loading
 from keystoneauth1 import session as ks_session
@@ -54,6 +54,9 @@ SCENARIO_TESTS = r'^blazar_tempest_plugin\.tests\.scenario'
 TEMPEST_CONF = """[DEFAULT]
 log_file = tempest.log
 
+[oslo_concurrency]
+lock_path = {lock_path}
+
 [auth]
 use_dynamic_credentials = True
 admin_username = admin
@@ -64,7 +67,7 @@ default_credentials_domain_name = Default
 
 [identity]
 auth_version = v3
-uri_v3 = {auth_url}/v3
+uri_v3 = {auth_url}
 region = {region}
 v3_endpoint_type = public
 
@@ -168,14 +171,25 @@ def register_all_hosts(env):
 
 
 def write_workspace(tempest_venv, workspace, env):
+    """What ``tempest init`` writes (without registering a workspace)."""
     if os.path.isdir(workspace):
         shutil.rmtree(workspace)
-    subprocess.run([os.path.join(tempest_venv, 'bin', 'tempest'), 'init',
-                    workspace], check=True, stdout=subprocess.DEVNULL)
+    os.makedirs(os.path.join(workspace, 'etc'))
+    tempest_dir = subprocess.run(
+        [os.path.join(tempest_venv, 'bin', 'python'), '-c',
+         'import os, tempest; print(os.path.dirname(tempest.__file__))'],
+        check=True, stdout=subprocess.PIPE, text=True).stdout.strip()
+    with open(os.path.join(workspace, '.stestr.conf'), 'w') as f:
+        f.write('[DEFAULT]\ntest_path=%s\ntop_dir=%s\n'
+                'group_regex=([^\\.]*\\.)*\n'
+                % (os.path.join(tempest_dir, 'test_discover'),
+                   tempest_dir))
     conf = TEMPEST_CONF.format(
-        password=env['OS_PASSWORD'], auth_url=env['OS_AUTH_URL'],
+        password=env['OS_PASSWORD'],
+        auth_url=env['OS_AUTH_URL'].rstrip('/'),
         region=env['OS_REGION_NAME'], image=env['NOVA_LEASE_IMAGE'],
-        flavor=env['NOVA_LEASE_FLAVOR'])
+        flavor=env['NOVA_LEASE_FLAVOR'],
+        lock_path=os.path.join(workspace, 'tempest_lock'))
     with open(os.path.join(workspace, 'etc', 'tempest.conf'), 'w') as f:
         f.write(conf)
 
@@ -184,8 +198,10 @@ def run_tempest(tempest_venv, workspace, regex):
     cmd = [os.path.join(tempest_venv, 'bin', 'tempest'), 'run',
            '--regex', regex, '--concurrency', '1']
     _log('running %s' % ' '.join(cmd[1:]))
+    env = dict(os.environ, TEMPEST_CONFIG_DIR=os.path.join(workspace, 'etc'),
+               TEMPEST_CONFIG='tempest.conf')
     proc = subprocess.run(cmd, cwd=workspace, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True)
+                          stderr=subprocess.STDOUT, text=True, env=env)
     sys.stdout.write(proc.stdout)
     summary = [line for line in proc.stdout.splitlines()
                if line.startswith((' - Passed', ' - Failed', ' - Skipped',
@@ -201,10 +217,10 @@ def main(argv=None):
     parser.add_argument('--state-dir', default=None,
                         help='sandbox state directory (default: a new '
                              'temporary one)')
+    parser.add_argument('--only', choices=('api', 'scenario'),
+                        help='run only the API or only the scenario tests')
     parser.add_argument('--regex', default=None,
-                        help='run only the tests matching REGEX (the API '
-                             'tests still run before the hosts are '
-                             'registered)')
+                        help='of those, run only the tests matching REGEX')
     parser.add_argument('--keep', action='store_true',
                         help='leave the sandbox running afterwards')
     args = parser.parse_args(argv)
@@ -216,7 +232,10 @@ def main(argv=None):
     try:
         env = read_openrc(os.path.join(state_dir, 'admin-openrc'))
         write_workspace(args.tempest_venv, args.workspace, env)
-        for regex, register in ((API_TESTS, False), (SCENARIO_TESTS, True)):
+        for name, regex, register in (('api', API_TESTS, False),
+                                      ('scenario', SCENARIO_TESTS, True)):
+            if args.only and args.only != name:
+                continue
             if args.regex:
                 regex = '(?=%s)(?=.*%s)' % (regex, args.regex)
             if register:

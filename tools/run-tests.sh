@@ -12,7 +12,7 @@ export PYTHONDONTWRITEBYTECODE=1
 # clean up within a minute more, its process prints every thread's stack
 # and ends (tests/functional/base.py): a hang fails the run, never stalls it.
 export OS_TEST_TIMEOUT=${OS_TEST_TIMEOUT:-600}
-"$VENV/bin/flake8" nova_lease tests benchmarks
+"$VENV/bin/flake8" nova_lease tests benchmarks tools
 LOG=$(mktemp)
 trap 'rm -f "$LOG"' EXIT
 set +e

@@ -46,19 +46,20 @@ enforcement_group = _group()
 
 ENFORCEMENT_OPTS = [
     cfg.StrOpt('max_start_ahead',
-               default='365d',
+               default='0',
                help="""
 How far in the future a lease may start.
 
 A lease whose start is further from now than this is refused (403), so
 that no project books capacity years ahead. A duration is a number of
 seconds, or a number followed by "m" (minutes), "h" (hours) or "d"
-(days), e.g. "90d".
+(days), e.g. "365d". No limit by default, as in Blazar (whose own
+acceptance tests lease hosts in 2050).
 
 Possible values:
 
-* 0: no limit.
-* A duration (default 365d).
+* 0: no limit (default).
+* A duration.
 
 Related options:
 

@@ -86,30 +86,35 @@ class EnforcementTest(test_lease_api.LeaseAPIMixin,
     def _leases(self):
         return len(db_api.lease_list(self.db))
 
-    def test_start_ahead_is_limited_by_default(self):
-        # A year ahead at most, by default: year 9999 is refused.
-        body = self._boot_leased(datetime.datetime(9999, 1, 1, 0, 0),
-                                 datetime.datetime(9999, 1, 2, 0, 0),
+    def test_start_ahead_is_limited_when_configured(self):
+        # No limit by default, as in Blazar: year 9999 is admitted.
+        self._boot_leased(datetime.datetime(9999, 1, 1, 0, 0),
+                          datetime.datetime(9999, 1, 2, 0, 0))
+        self.assertEqual(1, self._leases())
+        servers = len(self.api.get_servers())
+        self._limit(max_start_ahead='365d')
+        body = self._boot_leased(datetime.datetime(9998, 1, 1, 0, 0),
+                                 datetime.datetime(9998, 1, 2, 0, 0),
                                  status=403)
         message = self._forbidden(body, 'max_start_ahead')
-        self.assertIn("'lease_params.start' (9999-01-01 00:00)", message)
+        self.assertIn("'lease_params.start' (9998-01-01 00:00)", message)
         self.assertIn('the limit is 365d', message)
         body = self.api.api_post(PREFIX + '/leases', self._lease_body(
-            '9999-01-01 00:00', '9999-01-02 00:00'),
+            '9998-01-01 00:00', '9998-01-02 00:00'),
             check_response_status=[403]).body
         self.assertEqual(403, body['error_code'])
         self.assertIn('[nova_lease_enforcement] max_start_ahead',
                       body['error_message'])
         self.assertIn("'start_date'", body['error_message'])
-        self.assertEqual(0, self._leases())
-        self.assertEqual([], self.api.get_servers())
+        self.assertEqual(1, self._leases())
+        self.assertEqual(servers, len(self.api.get_servers()))
         # Within the limit: fine; the limit is the operator's.
         self._boot_leased(self.T + 300 * 24 * HOUR,
                           self.T + 301 * 24 * HOUR)
         self._limit(max_start_ahead='0')
         self._boot_leased(self.T + 800 * 24 * HOUR,
                           self.T + 801 * 24 * HOUR)
-        self.assertEqual(2, self._leases())
+        self.assertEqual(3, self._leases())
 
     def test_leases_per_project(self):
         self._register('host3')

@@ -273,6 +273,32 @@ class HostReservationTest(HostLeaseMixin, base.LeaseFunctionalBase):
         self.api.api_delete(url, check_response_status=[204])
         self.api.api_get(url, check_response_status=[404])
 
+    def test_end_in_the_current_minute_ends_the_lease_now(self):
+        # Blazar's dates have no seconds and it compares them with the
+        # current minute: blazar-tempest-plugin's update test sends
+        # "now + 30 s" cut to the minute, which may be seconds ago.
+        self._register('host1')
+        lease = self._create(self._lease_body('now', self._at(hours=1)))
+        self.engine.process_due()
+        self.assertEqual('ACTIVE', self._lease(lease['id'])['status'])
+        self.clock.advance(minutes=5)
+        if self.clock.now.second == 0:
+            self.clock.advance(seconds=1)
+        url = PREFIX + '/leases/%s' % lease['id']
+        body = self.api.api_put(url, {'end_date': self._at(minutes=-1)},
+                                check_response_status=[400]).body
+        self.assertIn('is in the past', body['error_message'])
+        this_minute = self._at()
+        self.assertLess(this_minute, self.clock.now.strftime(
+            '%Y-%m-%d %H:%M:%S'))
+        updated = self.api.api_put(url, {'end_date': this_minute}).body[
+            'lease']
+        self.assertEqual(self.clock.now.strftime('%Y-%m-%dT%H:%M:%S'),
+                         updated['end_date'][:19])
+        self.engine.process_due()    # before_end_lease, end_lease
+        self.assertEqual('TERMINATED', self._lease(lease['id'])['status'])
+        self.assertEqual(['host1'], self._aggregate('freepool')['hosts'])
+
     def test_extend_and_shorten_active_lease(self):
         self._register('host1')
         lease = self._create(self._lease_body('now', self._at(hours=1)))

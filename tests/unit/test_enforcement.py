@@ -64,7 +64,12 @@ class StartAheadTest(testtools.TestCase):
         self.conf([])
         self.opts = self.conf.nova_lease_enforcement
 
-    def test_default_is_a_year(self):
+    def test_no_limit_by_default_a_year_when_set(self):
+        # As in Blazar: no limit unless the operator sets one.
+        enforcement.check_start(self.opts, datetime.datetime(9999, 1, 1), T,
+                                'start')
+        self.conf.set_override('max_start_ahead', '365d',
+                               group='nova_lease_enforcement')
         enforcement.check_start(self.opts, T + 365 * 24 * H, T, 'start')
         e = self.assertRaises(enforcement.LimitExceeded,
                               enforcement.check_start, self.opts,

@@ -181,8 +181,10 @@ class LeaseSchemasTest(_SchemaTest):
         for key in ('name', 'end_date'):
             body = _lease()
             del body[key]
+            # Blazar's words first (its tests match them).
             err = self.assertRefuses(lease_schemas.CREATE, body,
-                                     "'%s' is required" % key, field=key)
+                                     "Missing parameter %s ('%s' is "
+                                     "required)" % (key, key), field=key)
             self.assertEqual('required', err.rule)
             self.assertEqual(str(err), self._parser_message(body))
 
@@ -245,8 +247,12 @@ class HostSchemasTest(_SchemaTest):
             (host_schemas.CREATE, {'name': 'h', 'id': '7'},
              "body: 'id' is a host field, not an extra capability"),
             (host_schemas.CREATE, {'name': 'h', 'a b': '7'},
-             "body: extra capability names are 1 to 255 letters, digits, "
+             "body: extra capability names are 1 to 64 letters, digits, "
              "'_', '-', '.' or ':', got 'a b'"),
+            # Blazar's message first (blazar-tempest-plugin matches it).
+            (host_schemas.CREATE, {'name': 'h', 'k' * 65: '7'},
+             "Extra capability key too long (body: at most 64 characters, "
+             "got '%s')" % ('k' * 65)),
             (host_schemas.CREATE, {'name': 'h', 'rack': [1]},
              'body.rack: an extra capability value is a string or number'),
             (host_schemas.UPDATE, {'values': 5},

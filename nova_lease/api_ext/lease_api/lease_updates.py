@@ -80,12 +80,16 @@ def _new_window(lease, body, now):
         start = lease['start_date']
     if end is None:
         end = lease['end_date']
-    elif started and end < now:
+    elif started and end < now.replace(second=0, microsecond=0):
         raise lease_params.LeaseParamError(
             'end_date', 'past', "'end_date' (%s) is in the past: a started "
             "lease can be shortened down to now (%s)" % (
                 lease_params.format_short(end),
                 lease_params.format_short(now)))
+    elif started and end < now:
+        # As in Blazar, whose dates have no seconds: an end in the
+        # current minute ends the lease now.
+        end = now
     if end <= start:
         raise lease_params.LeaseParamError(
             'end_date', 'order', "'end_date' (%s) must be after "

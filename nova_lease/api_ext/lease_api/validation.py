@@ -33,7 +33,7 @@ whichever layer makes it. The field is named as the user wrote it
   ``%(allowed)s``), by default params' ``'a', 'b': unknown keys; the
   allowed keys are ...``;
 * a missing key (``required``): its property's ``x-reason``, else
-  ``'<field>' is required``;
+  Blazar's ``Missing parameter <key>`` (``'<field>' is required``);
 * a string of format ``text`` (free text) with a control character:
   :func:`nova_lease.params.check_text`'s message.
 
@@ -147,8 +147,7 @@ def _refusal(error, path):
         field = field_name(path + [missing])
         node = node.get('properties', {}).get(missing, {})
         if 'x-reason' not in node:
-            return lease_params.LeaseParamError(field, 'required',
-                                                "'%s' is required" % field)
+            return lease_params.missing(field, missing)
         path, instance = path + [missing], None
     if keyword == 'format' and error.validator_value == 'text':
         try:
