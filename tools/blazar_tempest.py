@@ -237,7 +237,7 @@ def main(argv=None):
             if args.only and args.only != name:
                 continue
             if args.regex:
-                regex = '(?=%s)(?=.*%s)' % (regex, args.regex)
+                regex = '(?=%s)(?=.*(?:%s))' % (regex, args.regex)
             if register:
                 register_all_hosts(env)
             code, summary = run_tempest(args.tempest_venv, args.workspace,

@@ -62,7 +62,9 @@ _SIZE_KEYS = {'VCPU': 'vcpus', 'MEMORY_MB': 'memory_mb', 'DISK_GB': 'disk_gb'}
 
 INSTANCE = 'virtual:instance'
 HOST = 'physical:host'
-AGGREGATE_PREFIX = 'reservation-'
+#: Metadata key of a host reservation's aggregate (named after the
+#: reservation's id, as in Blazar): the reservation's id.
+META_AGGREGATE_RESERVATION = 'nova_lease_reservation_id'
 META_LEASE_ID = 'lease_id'
 META_RESERVATION_ID = 'lease_reservation_id'
 #: The reservation property of an instance lease admitted for a future
@@ -361,8 +363,7 @@ def check_hosts(state, index=None):
     pool_nodes = {index.node(h) for h in pool.get('hosts') or ()}
     held = {}
     for lease, reservation, nodes in index.started_host_reservations():
-        name = AGGREGATE_PREFIX + reservation['id']
-        aggregate = index.aggregates.get(name)
+        aggregate = index.aggregates.get(reservation['id'])
         agg_nodes = {index.node(h) for h in (aggregate or {}).get(
             'hosts') or ()}
         for node in nodes:
@@ -372,7 +373,8 @@ def check_hosts(state, index=None):
                     'aggregate', node,
                     'host %s of started reservation %s (lease %s) is not '
                     'in its aggregate %s' % (node, reservation['id'],
-                                             lease['id'], name),
+                                             lease['id'],
+                                             reservation['id']),
                     {'lease_id': lease['id'],
                      'reservation_id': reservation['id']}))
             if node in pool_nodes:
@@ -412,9 +414,11 @@ def check_hosts(state, index=None):
                     server['id'], server.get('tenant_id'), node),
                 {'host': node}))
     for name, aggregate in sorted(index.aggregates.items()):
-        if not name.startswith(AGGREGATE_PREFIX):
+        rid = (aggregate.get('metadata') or {}).get(
+            META_AGGREGATE_RESERVATION)
+        if rid is None:
             continue
-        found = index.reservations.get(name[len(AGGREGATE_PREFIX):])
+        found = index.reservations.get(rid)
         if found is None or found[0]['status'] in OVER:
             findings.append(Finding(
                 'aggregate', name,

@@ -331,7 +331,7 @@ def _host_lease_started(demo):
         return lease if lease['status'] == 'ACTIVE' else None
 
     demo.wait_for('the host lease to start', _active)
-    demo.say('lease %s is ACTIVE: its host is in aggregate reservation-%s',
+    demo.say('lease %s is ACTIVE: its host is in aggregate %s',
              demo.host_lease_id, demo.reservation_id)
 
 

@@ -28,6 +28,7 @@ from unittest import mock
 from oslo_utils import timeutils
 
 from nova_lease import audit
+from nova_lease.audit import checks
 from nova_lease.cmd import manage
 from nova_lease.db import api as db_api
 from nova_lease.plugins.instance import plugin as instance_plugin
@@ -160,8 +161,13 @@ class AuditTest(test_host_bystanders._ForcedBootMixin,
         pool = self._aggregate('freepool')
         self.admin_api.api_post('/os-aggregates/%s/action' % pool['id'],
                                 {'add_host': {'host': 'host3'}})
-        self.admin_api.api_post('/os-aggregates', {'aggregate': {
-            'name': 'reservation-00000000-0000-0000-0000-000000000000'}})
+        gone = '00000000-0000-0000-0000-000000000000'
+        left = self.admin_api.api_post('/os-aggregates', {'aggregate': {
+            'name': gone}}).body['aggregate']
+        self.admin_api.api_post(
+            '/os-aggregates/%s/action' % left['id'],
+            {'set_metadata': {'metadata': {
+                checks.META_AGGREGATE_RESERVATION: gone}}})
         findings = self._audit()
         self.assertEqual(['aggregate'], self._checks(findings))
         messages = ' '.join(f.message for f in findings)

@@ -273,6 +273,26 @@ class HostReservationTest(HostLeaseMixin, base.LeaseFunctionalBase):
         self.api.api_delete(url, check_response_status=[204])
         self.api.api_get(url, check_response_status=[404])
 
+    def test_aggregate_named_before_the_upgrade_is_released(self):
+        # Aggregates are named after the reservation id (as in Blazar);
+        # one made by an earlier release was "reservation-<id>": its
+        # lease still ends cleanly.
+        self._register('host1')
+        lease = self._create(self._lease_body('now', self._at(hours=1)))
+        rid = lease['reservations'][0]['id']
+        self.engine.process_due()
+        aggregate = self._aggregate(rid)
+        self.assertEqual(['host1'], aggregate['hosts'])
+        self.admin_api.api_put('/os-aggregates/%s' % aggregate['id'], {
+            'aggregate': {'name': 'reservation-%s' % rid}})
+        self.api.api_delete(PREFIX + '/leases/%s' % lease['id'],
+                            check_response_status=[204])
+        self.engine.process_due()
+        self.assertEqual('TERMINATED', self._lease(lease['id'])['status'])
+        self.assertEqual(['host1'], self._aggregate('freepool')['hosts'])
+        self.assertIsNone(self._aggregate('reservation-%s' % rid))
+        self.assertIsNone(self._aggregate(rid))
+
     def test_end_in_the_current_minute_ends_the_lease_now(self):
         # Blazar's dates have no seconds and it compares them with the
         # current minute: blazar-tempest-plugin's update test sends

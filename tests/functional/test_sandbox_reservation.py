@@ -207,7 +207,7 @@ class ReservationCLITest(test_sandbox.ClientMixin, testtools.TestCase):
         lease = self._wait_status(created['id'], 'ACTIVE')
         reservation = json.loads(lease['reservations'])
         self.assertEqual('active', reservation['status'])
-        aggregate = 'reservation-%s' % reservation['id']
+        aggregate = reservation['id']
         hosts = self._aggregate_hosts(aggregate)
         self.assertEqual(1, len(hosts))
         self.assertNotIn(hosts[0], self._aggregate_hosts('freepool'))

@@ -51,7 +51,7 @@ def _aggregate(name, host, metadata=None):
 
 def _held(rid):
     """An aggregate of host reservation ``rid`` (as the engine makes it)."""
-    return ('reservation-' + rid, {lease_hosts.RESERVATION_KEY: rid})
+    return (rid, {lease_hosts.RESERVATION_KEY: rid})
 
 
 def _host(name, vcpus_used=0, instances=None, aggregates=()):

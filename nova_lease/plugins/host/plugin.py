@@ -17,7 +17,7 @@ plugin moves them between Nova host aggregates through the compute API
 (nova_lease.compute):
 
 * ``on_start``: find or create the reservation's aggregate, named
-  :func:`aggregate_name` (``reservation-<reservation id>``), with the
+  :func:`aggregate_name` (the reservation id, as in Blazar), with the
   metadata :data:`META_RESERVATION` (reservation id), :data:`META_LEASE`
   (lease id) and :data:`META_PROJECT` (owner project); add each host to
   it, then remove it from the free pool (``[nova_lease]
@@ -58,7 +58,6 @@ from nova_lease.plugins import base
 LOG = logging.getLogger(__name__)
 
 RESOURCE_TYPE = 'physical:host'
-AGGREGATE_PREFIX = 'reservation-'
 #: Metadata keys of a reservation's aggregate (read by LeaseFilter).
 META_RESERVATION = 'nova_lease_reservation_id'
 META_LEASE = 'nova_lease_lease_id'
@@ -75,8 +74,11 @@ _SHELVED = ('SHELVED', 'SHELVED_OFFLOADED')
 
 
 def aggregate_name(reservation_id):
-    """The name of the Nova aggregate of a host reservation."""
-    return AGGREGATE_PREFIX + reservation_id
+    """The name of the Nova aggregate of a host reservation.
+
+    Its id, as in Blazar (whose clients and tests look it up by it).
+    """
+    return reservation_id
 
 
 class HostPlugin(base.ComputePlugin):
@@ -116,6 +118,21 @@ class HostPlugin(base.ComputePlugin):
     def _aggregates(self):
         return {a['name']: a for a in self.compute.list_aggregates()}
 
+    @staticmethod
+    def _own_aggregate(aggregates, reservation):
+        """The reservation's aggregate: by its name, else by its metadata
+        (one created before aggregates were named after the reservation
+        id was named ``reservation-<id>``).
+        """
+        found = aggregates.get(aggregate_name(reservation['id']))
+        if found is not None:
+            return found
+        for aggregate in aggregates.values():
+            metadata = aggregate.get('metadata') or {}
+            if metadata.get(META_RESERVATION) == reservation['id']:
+                return aggregate
+        return None
+
     def _freepool(self, aggregates, create=False):
         name = self.conf.nova_lease.freepool_aggregate
         pool = aggregates.get(name)
@@ -136,7 +153,7 @@ class HostPlugin(base.ComputePlugin):
                        'hosts' % (reservation['id'], lease['id']))
         name = aggregate_name(reservation['id'])
         aggregates = self._aggregates()
-        aggregate = aggregates.get(name)
+        aggregate = self._own_aggregate(aggregates, reservation)
         if aggregate is None:
             LOG.info('Creating aggregate %(name)s for lease %(lease)s',
                      {'name': name, 'lease': lease['id']})
@@ -189,7 +206,7 @@ class HostPlugin(base.ComputePlugin):
                         for server in self._clear_host(lease, reservation,
                                                        host, action))
         aggregates = self._aggregates()
-        aggregate = aggregates.get(name)
+        aggregate = self._own_aggregate(aggregates, reservation)
         pool = self._freepool(aggregates, create=True)
         for host in hosts:
             if host not in (pool.get('hosts') or []):
