@@ -420,6 +420,44 @@ class ComputeClient(object):
         return self._nova.aggregates.remove_host(aggregate_id,
                                                  host).to_dict()
 
+    # -- flavors and server groups (instance reservations) ------------------
+
+    @_translate('grant flavor access')
+    def add_flavor_access(self, flavor_id, project_id):
+        """Give ``project_id`` the private flavor (already: fine)."""
+        try:
+            self._nova.flavor_access.add_tenant_access(flavor_id,
+                                                       project_id)
+        except nova_exc.Conflict:
+            pass
+
+    @_translate('revoke flavor access')
+    def remove_flavor_access(self, flavor_id, project_id):
+        """Take the flavor from ``project_id`` (already gone: fine)."""
+        try:
+            self._nova.flavor_access.remove_tenant_access(flavor_id,
+                                                          project_id)
+        except nova_exc.NotFound:
+            pass
+
+    @_translate('delete flavor')
+    def delete_flavor(self, flavor_id):
+        """Delete the flavor; False if it was gone already."""
+        try:
+            self._nova.flavors.delete(flavor_id)
+        except nova_exc.NotFound:
+            return False
+        return True
+
+    @_translate('delete server group')
+    def delete_server_group(self, group_id):
+        """Delete the server group; False if it was gone already."""
+        try:
+            self._nova.server_groups.delete(group_id)
+        except nova_exc.NotFound:
+            return False
+        return True
+
     @_translate('delete aggregate')
     def delete_aggregate(self, aggregate_id):
         try:

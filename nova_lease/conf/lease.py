@@ -129,7 +129,8 @@ Related options:
 * engine_heartbeat_timeout
 """),
     cfg.ListOpt('resource_plugins',
-                default=['virtual:instance', 'physical:host'],
+                default=['virtual:instance', 'physical:host',
+                         'flavor:instance'],
                 help='Resource plugins the engine loads, by name in the '
                      'nova_lease.resource_plugins entry point namespace.'),
     cfg.FloatOpt('weigher_multiplier',

@@ -33,6 +33,7 @@ from nova_lease import conf as lease_conf
 from nova_lease.db import api as db_api
 from nova_lease import exception as lease_exception
 from nova_lease import params
+from nova_lease.plugins import flavor as flavor_plugin
 from nova_lease.scheduler import snapshot
 from nova_lease import status
 
@@ -198,6 +199,71 @@ def lookup_reservation(conf, reservation_id, now):
     return res, hosts
 
 
+def flavor_reservation(spec_obj):
+    """The instance reservation whose flavor the request boots with (the
+    flavor's ``nova_lease:reservation`` extra spec), or None.
+    """
+    flavor = spec_obj.flavor if is_set(spec_obj, 'flavor') else None
+    specs = getattr(flavor, 'extra_specs', None) or {}
+    return specs.get(flavor_plugin.FLAVOR_SPEC)
+
+
+def lookup_slots(conf, reservation_id, flavor):
+    """``(slots, used, total)`` of an instance reservation: its slots per
+    host (side database), the servers with its flavor per host and in
+    all (Nova's cells, any project; a server not placed yet counts in
+    ``total`` only).
+    """
+    from nova import context as nova_context
+    from nova import objects
+
+    db = db_api.get_database(conf)
+    slots = collections.Counter(a['host'] for a in db_api.allocation_list(
+        db, reservation_id=reservation_id))
+    used = collections.Counter()
+    total = 0
+    if not is_set(flavor, 'id'):
+        return slots, used, total
+    ctx = nova_context.get_admin_context()
+    found = nova_context.scatter_gather_skip_cell0(
+        ctx, objects.InstanceList.get_by_filters,
+        {'instance_type_id': flavor.id, 'deleted': False},
+        expected_attrs=[])
+    for result in found.values():
+        if nova_context.is_cell_failure_sentinel(result):
+            raise lease_exception.NovaLeaseException(
+                'cannot count the servers of reservation %s: a cell did '
+                'not answer' % reservation_id)
+        for instance in result:
+            total += 1
+            if instance.node:
+                used[instance.node] += 1
+    return slots, used, total
+
+
+def _slots(spec_obj, demand, res, project, now, lookup_slots):
+    """The Request of a boot with an instance reservation's flavor."""
+    if (res is None or res.resource_type != flavor_plugin.RESOURCE_TYPE or
+            res.lease_status != status.LeaseStatus.ACTIVE or
+            res.project_id != project or res.end <= now):
+        return Request(HOST_RESERVATION, demand, now, now, set(), (),
+                       'reservation %s is not an active instance '
+                       'reservation of the project' % (
+                           res.id if res is not None else '?'),
+                       res.id if res is not None else None)
+    slots, used, total = _ask(lookup_slots, ({}, {}, 0),
+                              'the slots of reservation %s' % res.id,
+                              res.id, spec_obj.flavor)
+    amount = sum(slots.values())
+    if total >= amount:
+        allowed = set()
+    else:
+        allowed = {host for host, n in slots.items() if used[host] < n}
+    return Request(HOST_RESERVATION, demand, now, res.end, allowed,
+                   (res.id,), 'instance reservation %s (%d of %d servers)'
+                   % (res.id, total, amount), res.id)
+
+
 def _ask(lookup, default, what, *args):
     """lookup(*args), or ``default`` (logged) if it fails."""
     try:
@@ -287,7 +353,7 @@ def _deferred(demand, reservation_id, uuid, project, snap, now,
 
 def resolve(spec_obj, snap, now, conf=CONF, lookup=None,
             lookup_reservation=None, lookup_lease=None,
-            lookup_deferred=None):
+            lookup_deferred=None, lookup_slots=None):
     """The :class:`Request` of ``spec_obj`` (see doc/scheduling.rst).
 
     A request is leased only through the side database: its server is
@@ -330,7 +396,8 @@ def resolve(spec_obj, snap, now, conf=CONF, lookup=None,
         if request is not None:
             return request
 
-    reservation_id = hint(spec_obj, 'reservation')
+    slot_id = flavor_reservation(spec_obj)
+    reservation_id = slot_id or hint(spec_obj, 'reservation')
     if reservation_id:
         res = snap.reservations.get(reservation_id)
         hosts = None
@@ -339,6 +406,9 @@ def resolve(spec_obj, snap, now, conf=CONF, lookup=None,
             res, hosts = _ask(lookup_reservation, (None, None),
                               'reservation %s' % reservation_id,
                               reservation_id, now)
+        if slot_id:
+            return _slots(spec_obj, demand, res, project, now,
+                          lookup_slots)
         if (res is None or res.resource_type != snapshot.HOST or
                 res.lease_status != status.LeaseStatus.ACTIVE or
                 res.project_id != project or res.end <= now):
@@ -366,7 +436,8 @@ def resolve_with_lookups(spec_obj, snap, now, conf):
         lookup_reservation=lambda rid, when: lookup_reservation(
             conf, rid, when),
         lookup_lease=lambda lid, when: lookup_lease(conf, lid, when),
-        lookup_deferred=lambda rid, when: lookup_deferred(conf, rid, when))
+        lookup_deferred=lambda rid, when: lookup_deferred(conf, rid, when),
+        lookup_slots=lambda rid, flavor: lookup_slots(conf, rid, flavor))
 
 
 #: Scheduler hints that make a request leased or a host reservation's
@@ -387,6 +458,8 @@ def maybe_leased(spec_obj, conf=CONF):
         if is_set(spec_obj, 'scheduler_hints') else None
     hints = hints or {}
     if any(name in hints for name in LEASE_HINTS):
+        return True
+    if flavor_reservation(spec_obj):
         return True
     if str(hint(spec_obj, 'reserved')).lower() == 'true':
         return True

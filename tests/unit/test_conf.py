@@ -60,7 +60,8 @@ class ConfTest(testtools.TestCase):
         self.assertFalse(conf.nova_lease.default_lease)
         self.assertEqual('30d', conf.nova_lease.default_lease_duration)
         self.assertEqual('delete', conf.nova_lease.on_end)
-        self.assertEqual(['virtual:instance', 'physical:host'],
+        self.assertEqual(['virtual:instance', 'physical:host',
+                          'flavor:instance'],
                          conf.nova_lease.resource_plugins)
         self.assertEqual('compute', conf.nova_lease_auth.service_type)
 

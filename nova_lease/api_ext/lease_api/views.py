@@ -33,6 +33,10 @@ def format_reservation(reservation):
     for key in _RESERVATION_FIELDS:
         value = reservation.get(key)
         out[key] = _dt(value) if key.endswith('_at') else value
+    # An instance reservation made through the lease API shows the type
+    # it was asked with (virtual:instance or flavor:instance).
+    if 'api_resource_type' in out:
+        out['resource_type'] = out.pop('api_resource_type')
     return out
 
 

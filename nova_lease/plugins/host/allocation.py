@@ -175,7 +175,7 @@ def _allocation_rows(hosts, start, stop):
 
 @db_api.retry_on_deadlock
 def create_host_lease(db, lease_values, requests, events,
-                      cleaning_minutes=0):
+                      cleaning_minutes=0, more=None):
     """Record a lease with physical:host reservations, all or nothing.
 
     :param db: a Database (the transaction is retried on deadlock).
@@ -185,6 +185,10 @@ def create_host_lease(db, lease_values, requests, events,
         reservation in errors (``reservations[0]``).
     :param events: the event rows (``periodic.events.lease_events``).
     :param cleaning_minutes: kept free after the end on each host.
+    :param more: ``more(session, hosts)`` -> the lease's other
+        reservations (dicts for ``db.api.lease_create``, allocations
+        nested), booked in the same transaction; ``hosts``: the hosts
+        the host reservations took.
     :returns: the lease dict (as ``db.api.lease_get``).
     :raises NotEnoughHosts: (409) a request cannot get ``min`` hosts.
     """
@@ -201,6 +205,10 @@ def create_host_lease(db, lease_values, requests, events,
                 'properties': request.properties(),
                 'allocations': _allocation_rows(chosen, start, stop),
             })
+        if more is not None:
+            reservations.extend(more(session, {
+                h['hypervisor_hostname'] for _f, chosen in picks
+                for h in chosen}))
         return db_api.lease_create(session, lease_values, reservations,
                                    events)
 

@@ -82,8 +82,8 @@ class HostRequest:
             'region': self.region, 'extra_specs': dict(self.extra_specs),
             'vcpus': self.vcpus, 'memory_mb': self.memory_mb,
             'disk_gb': self.disk_gb,
-            'hypervisor_properties': _query_text(self.hypervisor_properties),
-            'resource_properties': _query_text(self.resource_properties),
+            'hypervisor_properties': query_text(self.hypervisor_properties),
+            'resource_properties': query_text(self.resource_properties),
             'before_end': self.before_end,
         }
 
@@ -105,7 +105,7 @@ class HostRequest:
             before_end=props.get('before_end'))
 
 
-def _query_text(query):
+def query_text(query):
     return jsonutils.dumps(query) if query else ''
 
 
@@ -281,3 +281,9 @@ def parse_host_request(raw, field='reservations[0]', region_name=None):
         resource_properties=_parse_query(raw.get('resource_properties'),
                                          name('resource_properties')),
         before_end=before_end, **sizes)
+
+
+#: The validators other reservation types share (Blazar's counts and
+#: JSON queries).
+parse_count = _int
+parse_query = _parse_query

@@ -20,15 +20,20 @@ that need more than their shape (dates, durations, host requests) are
 
 from oslo_log import log as logging
 from oslo_utils import strutils
+from oslo_utils import uuidutils
 
 from nova_lease.api_ext import deferred_start
 from nova_lease.api_ext.lease_api import common
 from nova_lease.api_ext.lease_api import lease_updates
 from nova_lease.api_ext.lease_api import views
+from nova_lease.api_ext import nova_flavors
 from nova_lease.db import api as db_api
 from nova_lease import enforcement
 from nova_lease import params as lease_params
 from nova_lease.periodic import events as lease_events
+from nova_lease.plugins import flavor as flavor_plugin
+from nova_lease.plugins.flavor import allocation as slot_allocation
+from nova_lease.plugins.flavor import request as slot_request
 from nova_lease.plugins.host import allocation as host_allocation
 from nova_lease.plugins.host import request as host_request
 from nova_lease.policies import lease as lease_policies
@@ -90,29 +95,62 @@ def show_lease(req, ctx, lease_id):
     return 200, {'lease': views.format_lease(lease)}
 
 
-def _host_requests(raw_reservations):
-    requests = []
+def _requests(ctx, raw_reservations):
+    """``(host requests, instance slot requests)``: ``[(field, request)]``.
+    """
+    hosts, slots = [], []
     region = common.region_name()
     for i, raw in enumerate(raw_reservations):
         field = 'reservations[%d]' % i
         rtype = raw['resource_type']
-        if rtype != host_allocation.RESOURCE_TYPE:
+        if rtype == host_allocation.RESOURCE_TYPE:
+            hosts.append((field, host_request.parse_host_request(
+                raw, field, region)))
+        elif rtype in flavor_plugin.API_TYPES:
+            slots.append((field, slot_request.parse_slot_request(
+                raw, field, lambda fid, name: nova_flavors.find_flavor(
+                    ctx, fid, name))))
+        else:
             raise lease_params.LeaseParamError(
                 field + '.resource_type', 'choice',
-                "'%s.resource_type' (%s) is not supported by the lease API:"
-                " use physical:host here; instances are reserved by booting"
-                " them with --hint reserved=True --hint lease_params=..."
+                "'%s.resource_type' (%s) is not supported: use "
+                "physical:host, virtual:instance or flavor:instance"
                 % (field, rtype))
-        requests.append((field, host_request.parse_host_request(
-            raw, field, region)))
-    return requests
+    return hosts, slots
+
+
+def _make_flavors(ctx, slots):
+    """The Nova flavor and server group of each instance reservation:
+    ``[(field, request, reservation id, server group id)]``.
+    """
+    made = []
+    try:
+        for field, request in slots:
+            rid = uuidutils.generate_uuid()
+            flavor_id, group_id = nova_flavors.make(ctx, rid, request)
+            made.append((field, request, rid, group_id))
+    except Exception:
+        _discard_flavors(ctx, made)
+        raise
+    return made
+
+
+def _discard_flavors(ctx, made):
+    for _field, _request, rid, group_id in made:
+        try:
+            nova_flavors.discard(ctx, rid, group_id)
+        except Exception:
+            LOG.exception('Could not remove the flavor and server group of '
+                          'refused reservation %s', rid)
 
 
 def create_lease(req, ctx, body):
-    """POST /leases: a Blazar v1 lease body with physical:host reservations.
+    """POST /leases: a Blazar v1 lease body.
 
-    Hosts are allocated at once (all or nothing); the events are recorded
-    with the lease, in the same transaction.
+    Host reservations get their hosts at once (all or nothing), instance
+    reservations their slots, a private flavor and a server group; the
+    events are recorded with the lease, in the same transaction. A lease
+    that is refused leaves nothing behind.
     """
     policy.authorize(ctx, lease_policies.CREATE,
                      {'project_id': ctx.project_id, 'user_id': ctx.user_id})
@@ -120,7 +158,7 @@ def create_lease(req, ctx, body):
     opts = common.opts()
     params, raw_reservations = lease_params.parse_lease_body(
         body, now, common.max_duration())
-    requests = _host_requests(raw_reservations)
+    requests, slots = _requests(ctx, raw_reservations)
     db = common.db()
     # Usage limits ([nova_lease_enforcement]): 403 naming them.
     enforcement.check_host_lease(common.CONF, db, ctx.project_id,
@@ -135,8 +173,26 @@ def create_lease(req, ctx, body):
         'retries': params.retries,
     }
     events = lease_events.lease_events(params.start, params.end, before_end)
-    lease = host_allocation.create_host_lease(db, values, requests, events,
-                                              opts.cleaning_time)
+    made = _make_flavors(ctx, slots)
+
+    def book_slots(session, busy_hosts):
+        booked = slot_allocation.pick_slots(
+            session, [(f, r) for f, r, _rid, _g in made], params.start,
+            params.end, now, busy_hosts)
+        return [{'id': rid, 'resource_type': flavor_plugin.RESOURCE_TYPE,
+                 'status': 'pending',
+                 'properties': request.properties(rid, group_id),
+                 'allocations': allocations}
+                for (_f, request, rid, group_id), allocations in zip(
+                    made, booked)]
+
+    try:
+        lease = host_allocation.create_host_lease(
+            db, values, requests, events, opts.cleaning_time,
+            more=book_slots if made else None)
+    except Exception:
+        _discard_flavors(ctx, made)
+        raise
     LOG.info('Lease %(id)s (%(name)s) created for project %(project)s: '
              '%(start)s to %(end)s',
              {'id': lease['id'], 'name': lease['name'],

@@ -1,0 +1,173 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""Instance slots of Blazar instance reservations, booked on hosts.
+
+:func:`pick_slots` runs in the lease's writer transaction. For each
+request it locks every registered (reservable) host that matches it
+(``db.api.lock_hosts``: the lock host leases and other slot bookings
+take), then reads those hosts' allocations over the window, fresh:
+
+* a host with a whole-host allocation (a host lease, its cleaning time
+  included) overlapping the window is not used;
+* on the others, the peak of what other slots take over the window
+  (vCPUs, RAM and disk, each at its own peak: conservative) is taken
+  from the host's size; what is left holds ``floor(left / slot)`` slots.
+
+Then: ``affinity`` true puts every slot on one host that can hold them
+all, false each on a host of its own, null wherever they fit; hosts that
+are fullest already are used first (Blazar's order: fewer hosts left
+half-used). Each slot is one allocation row (``whole_host`` false) over
+``[start, end)``; host leases see the host busy then
+(``db.api.allocation_busy``).
+"""
+
+import collections
+
+from nova_lease.db import api as db_api
+from nova_lease import exception
+from nova_lease import params as lease_params
+from nova_lease.plugins.host import registry
+from nova_lease import status
+
+DEAD_RESERVATIONS = (str(status.ReservationStatus.DELETED),
+                     str(status.ReservationStatus.ERROR))
+DEAD_LEASES = (str(status.LeaseStatus.TERMINATED),
+               str(status.LeaseStatus.ERROR))
+
+
+class NotEnoughSlots(exception.Conflict):
+    msg_fmt = '%(reason)s'
+
+
+def _peaks(rows):
+    """{host: (vcpus, memory_mb, disk_gb) peak, or None if whole-host}."""
+    by_host = collections.defaultdict(list)
+    for (_id, _rid, host, start, end, vcpus, memory_mb, disk_gb,
+         whole) in rows:
+        by_host[host].append((start, end, vcpus, memory_mb, disk_gb, whole))
+    peaks = {}
+    for host, items in by_host.items():
+        if any(item[5] for item in items):
+            peaks[host] = None
+            continue
+        peak = [0, 0, 0]
+        # The load is highest at the start of some item.
+        for start in sorted({item[0] for item in items}):
+            load = [0, 0, 0]
+            for s, e, v, m, d, _w in items:
+                if s <= start < e:
+                    load[0] += v
+                    load[1] += m
+                    load[2] += d
+            peak = [max(a, b) for a, b in zip(peak, load)]
+        peaks[host] = tuple(peak)
+    return peaks
+
+
+def _free_slots(host, peak, request):
+    if peak is None:
+        return 0
+    left = ((host.get('vcpus') or 0) - peak[0],
+            (host.get('memory_mb') or 0) - peak[1],
+            (host.get('local_gb') or 0) - peak[2])
+    counts = [left[i] // size for i, size in enumerate(
+        (request.vcpus, request.memory_mb, request.disk_gb)) if size > 0]
+    return max(0, min(counts)) if counts else 0
+
+
+def _choose(request, free):
+    """[host name per slot] from {host: free slots}, or None."""
+    # Fullest first: hosts already holding slots before empty ones.
+    order = sorted(free, key=lambda h: (free[h], h))
+    if request.affinity:
+        for host in order:
+            if free[host] >= request.amount:
+                return [host] * request.amount
+        return None
+    if request.affinity is False:
+        hosts = [h for h in order if free[h] >= 1]
+        return hosts[:request.amount] \
+            if len(hosts) >= request.amount else None
+    slots = []
+    for host in order:
+        slots.extend([host] * free[host])
+        if len(slots) >= request.amount:
+            return slots[:request.amount]
+    return None
+
+
+def _describe(request):
+    rule = {True: 'all on one host', False: 'each on its own host',
+            None: 'anywhere'}[request.affinity]
+    return '%d instance(s) of %d vCPU, %d MB RAM, %d GB disk (%s)' % (
+        request.amount, request.vcpus, request.memory_mb, request.disk_gb,
+        rule)
+
+
+def pick_slots(session, requests, start, end, now, busy_hosts=()):
+    """Book the slots of ``requests`` in the writer ``session``.
+
+    :param requests: ``[(field, SlotRequest)]``.
+    :param busy_hosts: hosts this lease's host reservations take.
+    :returns: ``[[allocation dict per slot]]``, one list per request.
+    :raises NotEnoughSlots: (409, Blazar's message first) a request does
+        not fit.
+    """
+    hosts, _fingerprint = registry.read_registry(session)
+    planned = collections.defaultdict(list)
+    taken = set(busy_hosts)
+    window = '[%s, %s)' % (lease_params.format_short(start),
+                           lease_params.format_short(end))
+    out = []
+    for field, request in requests:
+        matching = [h for h in registry.matching_hosts(
+            hosts, request.host_request())
+            if h['hypervisor_hostname'] not in taken]
+        names = sorted(h['hypervisor_hostname'] for h in matching)
+        if names:
+            db_api.lock_hosts(session, names)
+            rows = db_api.window_allocation_rows(
+                session, now, DEAD_RESERVATIONS, DEAD_LEASES, start, end,
+                hosts=names) + planned_rows(planned, start, end)
+        else:
+            rows = []
+        peaks = _peaks(rows)
+        free = {h['hypervisor_hostname']: _free_slots(
+            h, peaks.get(h['hypervisor_hostname'], (0, 0, 0)), request)
+            for h in matching}
+        chosen = _choose(request, free)
+        if chosen is None:
+            raise NotEnoughSlots(reason=(
+                'Not enough hosts available (%s: %s over %s: %d registered '
+                'host(s) match, with %d free slot(s) on %d of them)' % (
+                    field, _describe(request), window, len(matching),
+                    sum(free.values()),
+                    sum(1 for n in free.values() if n))))
+        allocations = [{'host': host, 'start_date': start, 'end_date': end,
+                        'vcpus': request.vcpus,
+                        'memory_mb': request.memory_mb,
+                        'disk_gb': request.disk_gb, 'whole_host': False}
+                       for host in chosen]
+        for allocation in allocations:
+            planned[allocation['host']].append(allocation)
+        out.append(allocations)
+    return out
+
+
+def planned_rows(planned, start, end):
+    """The allocations this lease books, as window_allocation_rows has
+    them (so that its next request sees them).
+    """
+    return [(None, None, host, a['start_date'], a['end_date'], a['vcpus'],
+             a['memory_mb'], a['disk_gb'], False)
+            for host, items in planned.items() for a in items
+            if a['start_date'] < end and a['end_date'] > start]

@@ -1,0 +1,121 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""The ``flavor:instance`` resource plugin: Blazar instance reservations.
+
+* ``on_start``: find or create the reservation's aggregate, named after
+  the reservation id, with the metadata ``nova_lease_reservation_id``,
+  ``nova_lease_lease_id`` and ``nova_lease_project_id`` (LeaseFilter
+  reads the first); add the slot hosts to it (they stay in the free pool:
+  other requests still may not use them); give the lease's project
+  access to the reservation's flavor.
+* ``before_end``: nothing (the engine sends the notification).
+* ``on_end`` and ``cancel``: take the flavor from the project; delete
+  every server booted with the reservation's flavor (any project: the
+  flavor is the reservation's own, so no other server can have it) and
+  wait until they are gone; delete the aggregate, the flavor and the
+  server group.
+
+Every step is idempotent; each waits at most ``[nova_lease]
+plugin_call_timeout`` seconds.
+"""
+
+from oslo_log import log as logging
+
+from nova_lease import compute
+from nova_lease.plugins import base
+from nova_lease.plugins.flavor import RESOURCE_TYPE
+from nova_lease.plugins.host import plugin as host_plugin
+
+LOG = logging.getLogger(__name__)
+
+
+class FlavorPlugin(host_plugin.HostPlugin):
+    """Blazar's instance reservations (``virtual:instance`` and
+    ``flavor:instance`` of the lease API).
+
+    The host plugin's helpers (the reservation's hosts, its aggregate)
+    are shared; the actions are this plugin's.
+    """
+
+    resource_type = RESOURCE_TYPE
+
+    @staticmethod
+    def _props(reservation):
+        return reservation.get('properties') or {}
+
+    def on_start(self, lease, reservation):
+        hosts = self._hosts(reservation)
+        if not hosts:
+            raise base.PluginError(
+                reason='instance reservation %s of lease %s has no slot '
+                       'hosts' % (reservation['id'], lease['id']))
+        name = host_plugin.aggregate_name(reservation['id'])
+        aggregate = self._own_aggregate(self._aggregates(), reservation)
+        if aggregate is None:
+            LOG.info('Creating aggregate %(name)s for lease %(lease)s',
+                     {'name': name, 'lease': lease['id']})
+            try:
+                aggregate = self.compute.create_aggregate(name)
+            except compute.ComputeConflict:
+                aggregate = self._aggregates()[name]
+        metadata = {host_plugin.META_RESERVATION: reservation['id'],
+                    host_plugin.META_LEASE: lease['id'],
+                    host_plugin.META_PROJECT: lease['project_id']}
+        current = aggregate.get('metadata') or {}
+        if any(current.get(k) != v for k, v in metadata.items()):
+            aggregate = self.compute.set_aggregate_metadata(aggregate['id'],
+                                                            metadata)
+        for host in hosts:
+            if host not in (aggregate.get('hosts') or []):
+                try:
+                    aggregate = self.compute.add_aggregate_host(
+                        aggregate['id'], host)
+                except compute.ComputeConflict:
+                    LOG.info('Host %s is already in %s', host, name)
+        flavor_id = self._props(reservation).get('flavor_id')
+        if flavor_id:
+            self.compute.add_flavor_access(flavor_id, lease['project_id'])
+
+    def on_end(self, lease, reservation):
+        return self._release(lease, reservation)
+
+    def cancel(self, lease, reservation):
+        return self._release(lease, reservation)
+
+    def _release(self, lease, reservation, action=None):
+        props = self._props(reservation)
+        flavor_id = props.get('flavor_id')
+        if flavor_id:
+            self.compute.remove_flavor_access(flavor_id, lease['project_id'])
+            servers = self.compute.list_servers(all_projects=True,
+                                                flavor=flavor_id)
+            for server in servers:
+                LOG.info('Deleting server %(server)s of reservation %(res)s '
+                         'at the end of lease %(lease)s',
+                         {'server': server['id'], 'res': reservation['id'],
+                          'lease': lease['id']})
+                self.compute.delete_server(server['id'])
+            for server in servers:
+                self.compute.wait_for_server(server['id'], (), self._timeout,
+                                             gone_ok=True, fail_statuses=())
+        aggregate = self._own_aggregate(self._aggregates(), reservation)
+        if aggregate is not None:
+            for host in aggregate.get('hosts') or []:
+                try:
+                    self.compute.remove_aggregate_host(aggregate['id'], host)
+                except compute.ComputeNotFound:
+                    pass
+            self.compute.delete_aggregate(aggregate['id'])
+        if flavor_id:
+            self.compute.delete_flavor(flavor_id)
+        if props.get('server_group_id'):
+            self.compute.delete_server_group(props['server_group_id'])

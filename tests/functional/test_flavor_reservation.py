@@ -1,0 +1,208 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""Blazar's instance reservations through the lease API, on real Nova.
+
+``virtual:instance`` (a size and an ``amount``) and ``flavor:instance``
+(an existing flavor and an ``amount``): admission on the registered
+hosts, the reservation's private flavor and server group, boots with
+that flavor counted against ``amount``, affinity, the end action.
+"""
+
+from nova_lease.db import api as db_api
+from nova_lease.periodic import engine as lease_engine
+from nova_lease.plugins.flavor import plugin as flavor_plugin
+from nova_lease.plugins.host import plugin as host_plugin
+from tests.functional import base
+from tests.functional import test_host_reservation
+
+PREFIX = test_host_reservation.PREFIX
+
+
+class FlavorReservationTest(test_host_reservation.HostLeaseMixin,
+                            base.LeaseFunctionalBase):
+
+    def _engine(self, **overrides):
+        options = {'resource_plugins': 'physical:host,flavor:instance',
+                   'max_retries': 1, 'retry_interval': 1,
+                   'plugin_call_timeout': 60}
+        options.update(overrides)
+        conf = self.engine_conf(**options)
+        plugin = host_plugin.HostPlugin(conf)
+        engine = lease_engine.Engine(conf, plugins={
+            host_plugin.RESOURCE_TYPE: plugin,
+            flavor_plugin.RESOURCE_TYPE: flavor_plugin.FlavorPlugin(conf)})
+        self.addCleanup(engine.close)
+        return engine, plugin
+
+    def setUp(self):
+        super().setUp()
+        # As on Blazar's one-node gate: every host in the free pool.
+        self._register('host1')
+        self._register('host2')
+
+    def _instance_res(self, amount=1, affinity=False, **sizes):
+        res = {'resource_type': 'virtual:instance', 'amount': amount,
+               'vcpus': 1, 'memory_mb': 512, 'disk_gb': 1,
+               'affinity': affinity, 'resource_properties': ''}
+        res.update(sizes)
+        return res
+
+    def _flavors(self):
+        return {f['id'] for f in self.admin_api.api_get(
+            '/flavors?is_public=None').body['flavors']}
+
+    def _groups(self):
+        return {g['id'] for g in self.admin_api.api_get(
+            '/os-server-groups?all_projects=True').body['server_groups']}
+
+    def _boot_reserved(self, reservation, name, wait='ACTIVE'):
+        hints = None
+        if reservation.get('server_group_id'):
+            hints = {'group': reservation['server_group_id']}
+        return self._boot(hints, name=name, flavor=reservation['id'],
+                          wait=wait)
+
+    def test_anti_affinity_amount_and_end(self):
+        flavors, groups = self._flavors(), self._groups()
+        lease = self._create(self._lease_body('now', self._at(hours=1),
+                                              reservations=[
+                                                  self._instance_res(2)]))
+        [res] = lease['reservations']
+        self.assertEqual('virtual:instance', res['resource_type'])
+        self.assertEqual(res['id'], res['flavor_id'])
+        self.assertIn(res['server_group_id'], self._groups())
+        self.assertEqual(2, res['amount'])
+        self.assertEqual(['host1', 'host2'], self._hosts_of(lease))
+        # Not before the start: the project has no access yet.
+        self.engine.process_due()
+        self.assertEqual('ACTIVE', self._lease(lease['id'])['status'])
+        self.assertEqual(['host1', 'host2'],
+                         sorted(self._aggregate(res['id'])['hosts']))
+        self.assertEqual(['host1', 'host2'],
+                         sorted(self._aggregate('freepool')['hosts']))
+        one = self._boot_reserved(res, 'one')
+        two = self._boot_reserved(res, 'two')
+        self.assertEqual({'host1', 'host2'},
+                         {self._host(one), self._host(two)})
+        # The amount + 1-th boot has no valid host.
+        self._assert_no_valid_host(self._boot_reserved(res, 'three',
+                                                       wait=None))
+        # Nor has a boot without the reservation: every host is the free
+        # pool's.
+        self._assert_no_valid_host(self._boot(name='plain', wait=None))
+        # Deleting the lease ends it: its servers, flavor, group and
+        # aggregate go; the hosts stay in the free pool.
+        self.api.api_delete(PREFIX + '/leases/%s' % lease['id'],
+                            check_response_status=[204])
+        self.engine.process_due()
+        self.assertEqual('TERMINATED', self._lease(lease['id'])['status'])
+        for server in (one, two):
+            self._wait_until_deleted(server)
+        self.assertIsNone(self._aggregate(res['id']))
+        self.assertEqual(flavors, self._flavors())
+        self.assertEqual(groups, self._groups())
+        self.assertEqual(['host1', 'host2'],
+                         sorted(self._aggregate('freepool')['hosts']))
+
+    def test_affinity_puts_every_slot_on_one_host(self):
+        lease = self._create(self._lease_body('now', self._at(hours=1),
+                                              reservations=[
+                                                  self._instance_res(
+                                                      3, affinity=True)]))
+        [res] = lease['reservations']
+        hosts = self._hosts_of(lease)
+        self.assertEqual(3, len(hosts))
+        self.assertEqual(1, len(set(hosts)))
+        self.engine.process_due()
+        servers = [self._boot_reserved(res, 'a%d' % i) for i in range(3)]
+        self.assertEqual(set(hosts), {self._host(s) for s in servers})
+
+    def test_refused_when_it_does_not_fit_and_nothing_is_left(self):
+        flavors, groups = self._flavors(), self._groups()
+        counts = self._counts()
+        # Anti-affinity: one per host, and there are two hosts.
+        body = self._create(self._lease_body(
+            'now', self._at(hours=1),
+            reservations=[self._instance_res(3)]), status=409)
+        self.assertIn('Not enough hosts available', body['error_message'])
+        self.assertIn('reservations[0]', body['error_message'])
+        # Too big for any host (host2 has 8 vCPUs).
+        body = self._create(self._lease_body(
+            'now', self._at(hours=1),
+            reservations=[self._instance_res(1, vcpus=9)]), status=409)
+        self.assertIn('Not enough hosts available', body['error_message'])
+        self.assertEqual(counts, self._counts())
+        self.assertEqual(flavors, self._flavors())
+        self.assertEqual(groups, self._groups())
+        # A host lease over the same time takes one host: one slot left.
+        self._create(self._lease_body('now', self._at(hours=1),
+                                      name='host-lease'))
+        self._create(self._lease_body('now', self._at(hours=1),
+                                      reservations=[self._instance_res(2)]),
+                     status=409)
+        lease = self._create(self._lease_body(
+            'now', self._at(hours=1), reservations=[self._instance_res(1)]))
+        # And the slot's host is busy for host leases now.
+        body = self._create(self._lease_body('now', self._at(hours=1),
+                                             name='second-host-lease'),
+                            status=409)
+        self.assertIn('not enough free hosts', body['error_message'])
+        self.assertEqual(1, len(self._hosts_of(lease)))
+
+    def test_flavor_instance_reservation(self):
+        lease = self._create(self._lease_body('now', self._at(hours=1),
+                                              reservations=[{
+                                                  'resource_type':
+                                                      'flavor:instance',
+                                                  'flavor_id': '1',
+                                                  'amount': 1,
+                                                  'affinity': None,
+                                                  'resource_properties':
+                                                      ''}]))
+        [res] = lease['reservations']
+        self.assertEqual('flavor:instance', res['resource_type'])
+        self.assertIsNone(res['server_group_id'])
+        self.assertEqual('1', res['source_flavor_id'])
+        # m1.tiny's size.
+        self.assertEqual((1, 512, 1), (res['vcpus'], res['memory_mb'],
+                                       res['disk_gb']))
+        self.engine.process_due()
+        server = self._boot_reserved(res, 'f1')
+        self._assert_no_valid_host(self._boot_reserved(res, 'f2',
+                                                       wait=None))
+        # Its end deletes the server booted with the flavor, and no
+        # other server.
+        self.clock.advance(hours=1, minutes=1)
+        self.engine.process_due()
+        self._wait_until_deleted(server)
+        self.assertEqual('TERMINATED', self._lease(lease['id'])['status'])
+        statuses = {r['status'] for r in db_api.reservation_list(
+            self.lease_db, lease_id=lease['id'])}
+        self.assertEqual({'deleted'}, statuses)
+
+    def test_bad_requests_name_the_field(self):
+        cases = [
+            (self._instance_res(0), 'reservations[0].amount'),
+            (dict(self._instance_res(), affinity='maybe'),
+             'reservations[0].affinity'),
+            ({'resource_type': 'virtual:instance', 'amount': 1},
+             'Missing parameter vcpus'),
+            ({'resource_type': 'flavor:instance', 'amount': 1,
+              'flavor_id': 'no-such-flavor'}, 'flavor no-such-flavor not '
+                                              'found'),
+            (dict(self._instance_res(), colour='red'),
+             "'reservations[0].colour': unknown key"),
+        ]
+        for res, message in cases:
+            body = self._create(self._lease_body(
+                'now', self._at(hours=1), reservations=[res]), status=400)
+            self.assertIn(message, body['error_message'])
