@@ -189,6 +189,39 @@ class FlavorReservationTest(test_host_reservation.HostLeaseMixin,
             self.lease_db, lease_id=lease['id'])}
         self.assertEqual({'deleted'}, statuses)
 
+    def test_dates_change_while_the_slots_fit(self):
+        # host1 (4 vCPUs) and host2 (8 vCPUs): 4-vCPU slots.
+        big = self._instance_res(1, affinity=None, vcpus=4)
+        lease = self._create(self._lease_body('now', self._at(hours=1),
+                                              reservations=[big]))
+        [host] = self._hosts_of(lease)
+        self.engine.process_due()
+        server = self._boot_reserved(lease['reservations'][0], 'big')
+        url = PREFIX + '/leases/%s' % lease['id']
+        # Later leases take what is left of both hosts from 2 h on.
+        self._create(self._lease_body(
+            self._at(hours=2), self._at(hours=3), name='later',
+            reservations=[self._instance_res(3, affinity=None, vcpus=4)]))
+        # Extended within the free time: fine.
+        updated = self.api.api_put(url, {'end_date': self._at(
+            hours=1, minutes=30)}).body['lease']
+        self.assertEqual(self._at(hours=1, minutes=30),
+                         updated['end_date'][:16].replace('T', ' '))
+        # Into the later lease's time: 409, nothing changes.
+        body = self.api.api_put(url, {'end_date': self._at(hours=2,
+                                                           minutes=30)},
+                                check_response_status=[409]).body
+        self.assertIn('Not enough hosts available', body['error_message'])
+        self.assertIn(host, body['error_message'])
+        self.assertEqual(updated['end_date'],
+                         self._lease(lease['id'])['end_date'])
+        # Shortened: it ends then, and its server goes.
+        self.api.api_put(url, {'end_date': self._at(minutes=10)})
+        self.clock.advance(minutes=11)
+        self.engine.process_due()
+        self._wait_until_deleted(server)
+        self.assertEqual('TERMINATED', self._lease(lease['id'])['status'])
+
     def test_bad_requests_name_the_field(self):
         cases = [
             (self._instance_res(0), 'reservations[0].amount'),

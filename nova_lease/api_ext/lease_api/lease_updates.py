@@ -22,6 +22,8 @@ from nova_lease.db import api as db_api
 from nova_lease import enforcement
 from nova_lease import exception
 from nova_lease import params as lease_params
+from nova_lease.plugins import flavor as flavor_plugin
+from nova_lease.plugins.flavor import allocation as slot_allocation
 from nova_lease.plugins.host import allocation as host_allocation
 from nova_lease import status
 
@@ -179,7 +181,9 @@ def update_lease(db, lease, body, now):
                                 else '; retry in a moment')
             others = sorted({
                 r['resource_type'] for r in current['reservations']
-                if r['resource_type'] != host_allocation.RESOURCE_TYPE})
+                if r['resource_type'] not in (
+                    host_allocation.RESOURCE_TYPE,
+                    flavor_plugin.RESOURCE_TYPE)})
             if others:
                 raise lease_params.LeaseParamError(
                     'end_date' if body.get('end_date') else 'start_date',
@@ -188,10 +192,14 @@ def update_lease(db, lease, body, now):
             start, end, before_end = _new_window(current, body, now)
             if start != current['start_date'] or end > current['end_date']:
                 # Usage limits ([nova_lease_enforcement]): 403 naming them.
+                host_ids = {r['id'] for r in current['reservations']
+                            if r['resource_type'] ==
+                            host_allocation.RESOURCE_TYPE}
                 enforcement.check_host_lease(
                     common.CONF, session, current['project_id'], start, end,
                     len({a['host'] for a in db_api.allocation_list(
-                        session, lease_id=current['id'])}), now,
+                        session, lease_id=current['id'])
+                        if a['reservation_id'] in host_ids}), now,
                     lease_id=current['id'])
             if current['status'] == _L.PENDING:
                 host_allocation.move_host_lease(session, current, start,
@@ -199,6 +207,7 @@ def update_lease(db, lease, body, now):
             elif end != current['end_date']:
                 host_allocation.extend_host_lease(session, current, end,
                                                   cleaning)
+            slot_allocation.rebook_slots(session, current, start, end, now)
             values.update(start_date=start, end_date=end,
                           before_end_date=before_end)
             _move_events(session, current, start, end, before_end, now)

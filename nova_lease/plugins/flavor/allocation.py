@@ -35,6 +35,7 @@ import collections
 from nova_lease.db import api as db_api
 from nova_lease import exception
 from nova_lease import params as lease_params
+from nova_lease.plugins import flavor as flavor_plugin
 from nova_lease.plugins.host import registry
 from nova_lease import status
 
@@ -171,3 +172,67 @@ def planned_rows(planned, start, end):
              a['memory_mb'], a['disk_gb'], False)
             for host, items in planned.items() for a in items
             if a['start_date'] < end and a['end_date'] > start]
+
+
+def rebook_slots(session, lease, start, end, now):
+    """Move the slots of ``lease``'s instance reservations to
+    ``[start, end)``, on the same hosts.
+
+    Shortening always works; a later end or an other start works only if
+    each host still holds the reservation's slots next to what the other
+    reservations take there over the new window (Blazar re-checks an
+    update the same way).
+
+    :raises NotEnoughSlots: (409) the caller's transaction must roll back.
+    """
+    own = [r for r in lease['reservations']
+           if r['resource_type'] == flavor_plugin.RESOURCE_TYPE]
+    if not own:
+        return
+    own_ids = {r['id'] for r in own}
+    allocations = [a for a in db_api.allocation_list(session,
+                                                     lease_id=lease['id'])
+                   if a['reservation_id'] in own_ids]
+    names = sorted({a['host'] for a in allocations})
+    db_api.lock_hosts(session, names)
+    grows = start < lease['start_date'] or end > lease['end_date']
+    if grows and names:
+        rows = [row for row in db_api.window_allocation_rows(
+            session, now, DEAD_RESERVATIONS, DEAD_LEASES, start, end,
+            hosts=names) if row[1] not in own_ids]
+        peaks = _peaks(rows)
+        sizes = {h['hypervisor_hostname']: h for h in registry.read_registry(
+            session)[0]}
+        need = collections.Counter((a['host'], a['vcpus'], a['memory_mb'],
+                                    a['disk_gb']) for a in allocations)
+        taken = collections.Counter()
+        for (host, vcpus, memory_mb, disk_gb), count in sorted(need.items()):
+            size = _Size(vcpus, memory_mb, disk_gb)
+            # What this lease's other slots there take first.
+            left = _free_slots(sizes.get(host, {}), _add(
+                peaks.get(host, (0, 0, 0)), taken[host]), size)
+            if left < count:
+                raise NotEnoughSlots(reason=(
+                    'Not enough hosts available (host %s cannot hold the '
+                    '%d slot(s) of %d vCPU, %d MB RAM, %d GB disk of lease '
+                    '%s over [%s, %s): other reservations take it)' % (
+                        host, count, vcpus, memory_mb, disk_gb,
+                        lease['id'], lease_params.format_short(start),
+                        lease_params.format_short(end))))
+            taken[host] = _add(taken[host] or (0, 0, 0),
+                               (vcpus * count, memory_mb * count,
+                                disk_gb * count))
+    for a in allocations:
+        db_api.allocation_update(session, a['id'], {'start_date': start,
+                                                    'end_date': end})
+
+
+class _Size(collections.namedtuple('_Size', 'vcpus memory_mb disk_gb')):
+    __slots__ = ()
+
+
+def _add(peak, more):
+    if peak is None:
+        return None
+    more = more or (0, 0, 0)
+    return tuple(a + b for a, b in zip(peak, more))
