@@ -203,7 +203,8 @@ class _Admission(object):
     """One call of :func:`allocate_instances`."""
 
     def __init__(self, session, conf, inventory, demand, what, count, start,
-                 end, now):
+                 end, now, only=None):
+        self.only = None if only is None else set(only)
         self.session = session
         self.conf = conf
         self.inventory = inventory
@@ -297,7 +298,8 @@ class _Admission(object):
             candidates = [h for h in compute
                           if h.name not in registered and
                           h.service_host not in services and
-                          not h.freepool and h.name not in excluded]
+                          not h.freepool and h.name not in excluded and
+                          (self.only is None or h.name in self.only)]
             left_out = {h.name for h in compute} - {
                 h.name for h in candidates}
             if not candidates:
@@ -374,7 +376,7 @@ class _Admission(object):
 
 
 def allocate_instances(session, conf, flavor, count, start, end,
-                       inventory=None):
+                       inventory=None, hosts=None):
     """Choose hosts for count instances of flavor over [start, end).
 
     :param session: a writer session of the side database (db.writer()).
@@ -385,6 +387,7 @@ def allocate_instances(session, conf, flavor, count, start, end,
     :param inventory: what Nova runs (a
         :class:`nova_lease.scheduler.inventory.Inventory`); default the
         process's :class:`~nova_lease.scheduler.inventory.NovaInventory`.
+    :param hosts: the only hypervisor hostnames to consider (None: all).
     :returns: one allocation dict per instance, without reservation_id:
         {'host', 'start_date', 'end_date', 'vcpus', 'memory_mb',
         'disk_gb'}; an empty list when nothing is promised.
@@ -404,4 +407,4 @@ def allocate_instances(session, conf, flavor, count, start, end,
     if inventory is None:
         inventory = nova_inventory.default_inventory(conf)
     return _Admission(session, conf, inventory, demand, what, count, start,
-                      end, now).run()
+                      end, now, only=hosts).run()

@@ -25,6 +25,7 @@ from nova_lease import params as lease_params
 from nova_lease.plugins import flavor as flavor_plugin
 from nova_lease.plugins.flavor import allocation as slot_allocation
 from nova_lease.plugins.host import allocation as host_allocation
+from nova_lease.plugins.instance import leases as instance_leases
 from nova_lease import status
 
 _L = status.LeaseStatus
@@ -183,7 +184,8 @@ def update_lease(db, lease, body, now):
                 r['resource_type'] for r in current['reservations']
                 if r['resource_type'] not in (
                     host_allocation.RESOURCE_TYPE,
-                    flavor_plugin.RESOURCE_TYPE)})
+                    flavor_plugin.RESOURCE_TYPE,
+                    instance_leases.RESOURCE_TYPE)})
             if others:
                 raise lease_params.LeaseParamError(
                     'end_date' if body.get('end_date') else 'start_date',
@@ -208,6 +210,8 @@ def update_lease(db, lease, body, now):
                 host_allocation.extend_host_lease(session, current, end,
                                                   cleaning)
             slot_allocation.rebook_slots(session, current, start, end, now)
+            instance_leases.move_instance_lease(session, common.CONF,
+                                                current, start, end, now)
             values.update(start_date=start, end_date=end,
                           before_end_date=before_end)
             _move_events(session, current, start, end, before_end, now)

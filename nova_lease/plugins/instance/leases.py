@@ -53,6 +53,7 @@ from nova_lease.db import api as db_api
 from nova_lease import exception
 from nova_lease.periodic import events as lease_events
 from nova_lease.scheduler import admission
+from nova_lease.scheduler import inventory as nova_inventory
 from nova_lease import status
 
 LOG = logging.getLogger(__name__)
@@ -421,3 +422,64 @@ def instance_deleted(db, server_id, now=None):
                          {'lease': lease['id'], 'reason': reason})
                 ended.append(lease['id'])
     return ended
+
+
+def move_instance_lease(session, conf, lease, start, end, now,
+                        inventory=None):
+    """Re-admit the instance reservations of ``lease`` for [start, end).
+
+    In the caller's writer ``session`` (which also updates the lease and
+    its events):
+
+    * shortened (same start, earlier end): the allocations end earlier;
+    * a PENDING lease moved or extended: its allocations are chosen
+      again by admission control over the new window (the servers are
+      placed at the start on the new promised hosts);
+    * an ACTIVE lease extended: each running server must still fit on its
+      own host from the old end to the new one, next to what runs there
+      and what other leases were promised (admission control on that one
+      host; a running server cannot change host by a date change).
+
+    :raises nova_lease.scheduler.admission.NoCapacity: (409) it does not
+        fit; the caller's transaction must roll back.
+    """
+    own = [r for r in lease['reservations']
+           if r['resource_type'] == RESOURCE_TYPE and
+           r['status'] in (str(_R.PENDING), str(_R.ACTIVE))]
+    if not own:
+        return
+    own_ids = {r['id'] for r in own}
+    allocations = [a for a in db_api.allocation_list(session,
+                                                     lease_id=lease['id'])
+                   if a['reservation_id'] in own_ids]
+    old_start, old_end = lease['start_date'], lease['end_date']
+    if start == old_start and end <= old_end:
+        for a in allocations:
+            db_api.allocation_update(session, a['id'], {'end_date': end})
+        return
+    if lease['status'] == str(_L.PENDING) and allocations:
+        for r in own:
+            db_api.allocation_destroy_by_reservation(session, r['id'])
+        sizes = own[0]['properties'] or {}
+        chosen = admission.allocate_instances(
+            session, conf, sizes, len(own), start, end, inventory=inventory)
+        for r, allocation in zip(own, chosen):
+            db_api.allocation_create(session,
+                                     dict(allocation, reservation_id=r['id']))
+        return
+    # Started (or starting now, without allocations): each server stays
+    # where it runs.
+    if inventory is None:
+        inventory = nova_inventory.default_inventory(conf)
+    running = inventory.leased_servers(
+        {r['resource_id'] for r in own if r.get('resource_id')})
+    for r in own:
+        where = running.get(r.get('resource_id'))
+        if where is None:
+            continue
+        node, _size = where
+        admission.allocate_instances(
+            session, conf, r['properties'] or {}, 1, max(old_end, now), end,
+            inventory=inventory, hosts={node})
+    for a in allocations:
+        db_api.allocation_update(session, a['id'], {'end_date': end})
