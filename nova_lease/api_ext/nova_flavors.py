@@ -62,13 +62,7 @@ def make(ctx, reservation_id, request):
     :raises FlavorError: (409) Nova refused; nothing is left behind.
     """
     admin = ctx.elevated()
-    flavor = objects.Flavor(
-        context=admin, name='reservation:%s' % reservation_id,
-        flavorid=reservation_id, vcpus=request.vcpus,
-        memory_mb=request.memory_mb, root_gb=request.disk_gb,
-        ephemeral_gb=0, swap=0, rxtx_factor=1.0, is_public=False,
-        disabled=False,
-        extra_specs={flavor_plugin.FLAVOR_SPEC: reservation_id})
+    flavor = _flavor(admin, reservation_id, request)
     try:
         flavor.create()
     except (nova_exception.FlavorExists,
@@ -88,6 +82,28 @@ def make(ctx, reservation_id, request):
         raise FlavorError(reason='cannot create the server group of '
                           'reservation %s: %s' % (reservation_id, e)) from e
     return reservation_id, group.uuid
+
+
+def resize(ctx, reservation_id, request, server_group_id):
+    """Make the reservation's flavor again with the request's size (a
+    reservation that has not started: no server uses it yet).
+    """
+    admin = ctx.elevated()
+    try:
+        objects.Flavor.get_by_flavor_id(admin, reservation_id).destroy()
+    except nova_exception.FlavorNotFound:
+        pass
+    _flavor(admin, reservation_id, request).create()
+
+
+def _flavor(admin, reservation_id, request):
+    return objects.Flavor(
+        context=admin, name='reservation:%s' % reservation_id,
+        flavorid=reservation_id, vcpus=request.vcpus,
+        memory_mb=request.memory_mb, root_gb=request.disk_gb,
+        ephemeral_gb=0, swap=0, rxtx_factor=1.0, is_public=False,
+        disabled=False,
+        extra_specs={flavor_plugin.FLAVOR_SPEC: reservation_id})
 
 
 def discard(ctx, flavor_id, server_group_id):

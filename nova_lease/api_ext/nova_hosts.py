@@ -140,6 +140,22 @@ def add_to_freepool(ctx, service_host, freepool):
                             '%s' % (service_host, freepool, e)) from e
 
 
+def move_to_aggregate(ctx, name, service_host, freepool=None):
+    """Add the host to the aggregate ``name``, then (if ``freepool``)
+    remove it from the free pool: never outside both (idempotent).
+    """
+    ctx = ctx.elevated()
+    aggregate = ensure_aggregate(ctx, name)
+    if service_host not in (aggregate.hosts or []):
+        try:
+            _api('aggregate').add_host_to_aggregate(ctx, aggregate.id,
+                                                    service_host)
+        except nova_exception.AggregateHostExists:
+            pass
+    if freepool:
+        remove_from_freepool(ctx, service_host, freepool)
+
+
 def remove_from_freepool(ctx, service_host, freepool):
     """Remove the host from the free pool; False if it was not there."""
     ctx = ctx.elevated()

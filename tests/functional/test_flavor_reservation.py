@@ -27,8 +27,10 @@ from tests.functional import test_host_reservation
 PREFIX = test_host_reservation.PREFIX
 
 
-class FlavorReservationTest(test_host_reservation.HostLeaseMixin,
-                            base.LeaseFunctionalBase):
+class FlavorLeaseMixin(test_host_reservation.HostLeaseMixin):
+    """An engine with the physical:host and flavor:instance plugins, and
+    every host registered.
+    """
 
     def _engine(self, **overrides):
         options = {'resource_plugins': 'physical:host,flavor:instance',
@@ -46,8 +48,11 @@ class FlavorReservationTest(test_host_reservation.HostLeaseMixin,
     def setUp(self):
         super().setUp()
         # As on Blazar's one-node gate: every host in the free pool.
-        self._register('host1')
-        self._register('host2')
+        self.registered = {name: self._register(name)
+                           for name in ('host1', 'host2')}
+
+    def _host_id(self, name):
+        return self.registered[name]['id']
 
     def _instance_res(self, amount=1, affinity=False, **sizes):
         res = {'resource_type': 'virtual:instance', 'amount': amount,
@@ -70,6 +75,9 @@ class FlavorReservationTest(test_host_reservation.HostLeaseMixin,
             hints = {'group': reservation['server_group_id']}
         return self._boot(hints, name=name, flavor=reservation['id'],
                           wait=wait)
+
+
+class FlavorReservationTest(FlavorLeaseMixin, base.LeaseFunctionalBase):
 
     def test_anti_affinity_amount_and_end(self):
         flavors, groups = self._flavors(), self._groups()
@@ -239,3 +247,99 @@ class FlavorReservationTest(test_host_reservation.HostLeaseMixin,
             body = self._create(self._lease_body(
                 'now', self._at(hours=1), reservations=[res]), status=400)
             self.assertIn(message, body['error_message'])
+
+
+class ReservationUpdateTest(FlavorLeaseMixin, base.LeaseFunctionalBase):
+    """``PUT /leases/{id}`` with ``reservations`` (Blazar's updates)."""
+
+    def _put(self, lease, items, status=200):
+        resp = self.api.api_put(PREFIX + '/leases/%s' % lease['id'],
+                                {'reservations': items},
+                                check_response_status=[status])
+        return resp.body['lease'] if status == 200 else resp.body
+
+    def test_active_host_reservation_takes_more_hosts_at_once(self):
+        lease = self._create(self._lease_body('now', self._at(hours=1)))
+        rid = lease['reservations'][0]['id']
+        self.engine.process_due()
+        [first] = self._hosts_of(lease)
+        updated = self._put(lease, [{'id': rid, 'max': 2}])
+        self.assertEqual(2, updated['reservations'][0]['max'])
+        self.assertEqual(['host1', 'host2'], self._hosts_of(lease))
+        # In its aggregate now, out of the free pool, without the engine.
+        self.assertEqual(['host1', 'host2'],
+                         sorted(self._aggregate(rid)['hosts']))
+        self.assertEqual([], self._aggregate('freepool')['hosts'])
+        # A started reservation keeps its hosts: max cannot go down.
+        body = self._put(lease, [{'id': rid, 'max': 1}], status=409)
+        self.assertIn('a started host reservation keeps its hosts',
+                      body['error_message'])
+        self.assertEqual(['host1', 'host2'], self._hosts_of(lease))
+        # At its end both hosts go back.
+        self.api.api_delete(PREFIX + '/leases/%s' % lease['id'],
+                            check_response_status=[204])
+        self.engine.process_due()
+        self.assertEqual(['host1', 'host2'],
+                         sorted(self._aggregate('freepool')['hosts']))
+        self.assertIsNotNone(first)
+
+    def test_pending_host_reservation_follows_its_properties(self):
+        self.admin_api.api_put(PREFIX + '/os-hosts/%s' % self._host_id(
+            'host2'), {'gpu': 'true'})
+        lease = self._create(self._lease_body(self._at(hours=2),
+                                              self._at(hours=3)))
+        rid = lease['reservations'][0]['id']
+        self.assertEqual(['host1'], self._hosts_of(lease))
+        updated = self._put(lease, [{
+            'id': rid, 'resource_type': 'physical:host',
+            'resource_properties': '["==", "$gpu", "true"]'}])
+        self.assertEqual('["==", "$gpu", "true"]',
+                         updated['reservations'][0]['resource_properties'])
+        self.assertEqual(['host2'], self._hosts_of(lease))
+        # Nothing matches: 409, nothing changes.
+        body = self._put(lease, [{'id': rid, 'resource_properties':
+                                  '["==", "$gpu", "false"]'}], status=409)
+        self.assertIn('not enough free hosts', body['error_message'])
+        self.assertEqual(['host2'], self._hosts_of(lease))
+        # Bad requests name the field.
+        for items, message in (
+                ([{'max': 2}], 'Missing parameter reservation ID'),
+                ([{'id': 'nope'}], 'Invalid reservation IDs are: nope'),
+                ([{'id': rid, 'amount': 2}],
+                 "'reservations[0].amount': a physical:host reservation "
+                 "update may change"),
+                ([{'id': rid, 'min': 2, 'max': 1}],
+                 "'reservations[0].max' (1) must not be less than"),
+                ([{'id': rid, 'resource_type': 'virtual:instance'}],
+                 'Cannot update parameter resource_type')):
+            body = self._put(lease, items, status=400)
+            self.assertIn(message, body['error_message'])
+
+    def test_instance_reservation_amount_and_size(self):
+        lease = self._create(self._lease_body(
+            self._at(hours=2), self._at(hours=3),
+            reservations=[self._instance_res(1, affinity=None)]))
+        rid = lease['reservations'][0]['id']
+        # Before the start: new slots, and the flavor remade.
+        updated = self._put(lease, [{'id': rid, 'amount': 3, 'vcpus': 2}])
+        res = updated['reservations'][0]
+        self.assertEqual((3, 2), (res['amount'], res['vcpus']))
+        self.assertEqual(3, len(self._hosts_of(lease)))
+        flavor = self.admin_api.api_get('/flavors/%s' % rid).body['flavor']
+        self.assertEqual(2, flavor['vcpus'])
+        # Too many: 409 (host1 4 vCPUs, host2 8: six 2-vCPU slots).
+        body = self._put(lease, [{'id': rid, 'amount': 7}], status=409)
+        self.assertIn('Not enough hosts available', body['error_message'])
+        self.assertEqual(3, len(self._hosts_of(lease)))
+        # Started: more slots yes; a new size or fewer slots no.
+        self.clock.advance(hours=2)
+        self.engine.process_due()
+        self.assertEqual('ACTIVE', self._lease(lease['id'])['status'])
+        self._put(lease, [{'id': rid, 'amount': 4}])
+        self.assertEqual(4, len(self._hosts_of(lease)))
+        body = self._put(lease, [{'id': rid, 'vcpus': 1}], status=409)
+        self.assertIn('cannot change', body['error_message'])
+        body = self._put(lease, [{'id': rid, 'amount': 2}], status=409)
+        self.assertIn('cannot go down', body['error_message'])
+        servers = [self._boot_reserved(res, 's%d' % i) for i in range(4)]
+        self.assertEqual(4, len(servers))

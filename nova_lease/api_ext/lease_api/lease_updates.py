@@ -18,6 +18,7 @@ start or end the lease meanwhile (then :class:`LeaseBusy`, 409).
 """
 
 from nova_lease.api_ext.lease_api import common
+from nova_lease.api_ext.lease_api import reservation_updates
 from nova_lease.db import api as db_api
 from nova_lease import enforcement
 from nova_lease import exception
@@ -52,12 +53,9 @@ def check_update_body(body):
     """Refuse (400) an update the API does not take.
 
     Its keys and their types are checked by the schema
-    (``schemas.leases.UPDATE``).
+    (``schemas.leases.UPDATE``); its ``reservations`` by
+    :func:`reservation_updates.parse`.
     """
-    if body.get('reservations'):
-        raise lease_params.LeaseParamError(
-            'reservations', 'unsupported', "'reservations' cannot be changed"
-            " by an update yet: delete the lease and create another")
     if 'name' in body and body['name'] is not None:
         lease_params.parse_name(body['name'], 'name')
 
@@ -164,8 +162,14 @@ def _move_events(session, lease, start, end, before_end, now):
 
 @db_api.retry_on_deadlock
 def update_lease(db, lease, body, now):
-    """Apply a checked update body; returns the lease as updated."""
+    """Apply a checked update body.
+
+    :returns: ``(the lease as updated, [reservation_updates.Change])``:
+        what the caller tells Nova once committed
+        (:func:`reservation_updates.after_commit`).
+    """
     cleaning = common.opts().cleaning_time
+    changes = []
     with db.writer() as session:
         current = db_api.lease_get(session, lease['id'])
         values = {}
@@ -215,12 +219,26 @@ def update_lease(db, lease, body, now):
             values.update(start_date=start, end_date=end,
                           before_end_date=before_end)
             _move_events(session, current, start, end, before_end, now)
-        if not values:
-            return current
+        if body.get('reservations'):
+            if current['status'] not in (_L.PENDING, _L.ACTIVE):
+                raise LeaseBusy(lease_id=current['id'],
+                                status=current['status'],
+                                action='changing its reservations',
+                                hint='' if status.is_terminal(
+                                    status.LEASE, current['status'])
+                                else '; retry in a moment')
+            changes = reservation_updates.parse(current, body['reservations'])
+            reservation_updates.apply(
+                session, changes, values.get('start_date',
+                                             current['start_date']),
+                values.get('end_date', current['end_date']), now,
+                started=current['status'] != _L.PENDING)
+        if not values and not changes:
+            return current, changes
         values['updated_at'] = now
         # Compare-and-set: the engine may have started or ended it since.
         return db_api.lease_update(session, current['id'], values,
-                                   expected_status=current['status'])
+                                   expected_status=current['status']), changes
 
 
 @db_api.retry_on_deadlock

@@ -31,6 +31,7 @@ half-used). Each slot is one allocation row (``whole_host`` false) over
 """
 
 import collections
+import dataclasses
 
 from nova_lease.db import api as db_api
 from nova_lease import exception
@@ -114,11 +115,13 @@ def _describe(request):
         rule)
 
 
-def pick_slots(session, requests, start, end, now, busy_hosts=()):
+def pick_slots(session, requests, start, end, now, busy_hosts=(),
+               only=None):
     """Book the slots of ``requests`` in the writer ``session``.
 
     :param requests: ``[(field, SlotRequest)]``.
     :param busy_hosts: hosts this lease's host reservations take.
+    :param only: None, or the only hosts to use.
     :returns: ``[[allocation dict per slot]]``, one list per request.
     :raises NotEnoughSlots: (409, Blazar's message first) a request does
         not fit.
@@ -132,7 +135,8 @@ def pick_slots(session, requests, start, end, now, busy_hosts=()):
     for field, request in requests:
         matching = [h for h in registry.matching_hosts(
             hosts, request.host_request())
-            if h['hypervisor_hostname'] not in taken]
+            if h['hypervisor_hostname'] not in taken and
+            (only is None or h['hypervisor_hostname'] in only)]
         names = sorted(h['hypervisor_hostname'] for h in matching)
         if names:
             db_api.lock_hosts(session, names)
@@ -236,3 +240,54 @@ def _add(peak, more):
         return None
     more = more or (0, 0, 0)
     return tuple(a + b for a, b in zip(peak, more))
+
+
+def update_slots(session, reservation, request, start, end, now,
+                 started=False, field='reservation'):
+    """Re-book an instance reservation whose request changed.
+
+    Before the start, its slots are chosen again for the new request.
+    After it, the slots its servers may use stay: only more slots can be
+    added (a larger ``amount``; with affinity on the same host, with
+    anti-affinity on other hosts), and the size cannot change (its
+    servers run with its flavor).
+
+    :returns: the hosts that got slots (hypervisor hostnames).
+    :raises NotEnoughSlots: (409) the caller's transaction must roll back.
+    """
+    old = reservation['properties'] or {}
+    allocations = db_api.allocation_list(session,
+                                         reservation_id=reservation['id'])
+    size = (request.vcpus, request.memory_mb, request.disk_gb)
+    if not started:
+        db_api.allocation_destroy_by_reservation(session, reservation['id'])
+        [chosen] = pick_slots(session, [(field, request)], start, end, now)
+    else:
+        if size != (old.get('vcpus'), old.get('memory_mb'),
+                    old.get('disk_gb')):
+            raise NotEnoughSlots(reason=(
+                '%s: the lease has started: the size of its instances '
+                '(vcpus, memory_mb, disk_gb) cannot change, its servers run '
+                'with its flavor' % field))
+        if request.amount < len(allocations):
+            raise NotEnoughSlots(reason=(
+                '%s: the lease has started: its amount cannot go down (%d '
+                'to %d)' % (field, len(allocations), request.amount)))
+        extra = request.amount - len(allocations)
+        hosts = {a['host'] for a in allocations}
+        chosen = []
+        if extra:
+            more = dataclasses.replace(request, amount=extra)
+            [chosen] = pick_slots(
+                session, [(field, more)], start, end, now,
+                busy_hosts=hosts if request.affinity is False else (),
+                only=hosts if request.affinity else None)
+    for allocation in chosen:
+        db_api.allocation_create(session, dict(
+            allocation, reservation_id=reservation['id']))
+    props = dict(old)
+    props.update(request.properties(old.get('flavor_id'),
+                                    old.get('server_group_id')))
+    db_api.reservation_update(session, reservation['id'],
+                              {'properties': props}, fetch=False)
+    return sorted({a['host'] for a in chosen})

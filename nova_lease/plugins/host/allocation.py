@@ -26,6 +26,7 @@ Hosts are chosen among the registered ones
 (:mod:`nova_lease.plugins.host.matching`).
 """
 
+import dataclasses
 import datetime
 
 from oslo_log import log as logging
@@ -293,6 +294,59 @@ def extend_host_lease(session, lease, new_end, cleaning_minutes=0):
                         min(a['start_date'] for a in clash)))))
     for a in allocations:
         db_api.allocation_update(session, a['id'], {'end_date': stop})
+
+
+def update_host_reservation(session, reservation, request, start, end,
+                            cleaning_minutes=0, started=False,
+                            field='reservation'):
+    """Re-book one host reservation whose request changed (Blazar's rules).
+
+    In the caller's writer ``session``: its hosts that no longer match
+    the request, and those over its ``max``, leave it (refused on a
+    started lease: its hosts stay its own); free matching hosts join it up
+    to ``max``, at least up to ``min`` (409 otherwise). The reservation's
+    properties become the request's.
+
+    :returns: ``(added, removed)``: hypervisor hostnames.
+    :raises NotEnoughHosts: (409) the caller's transaction must roll back.
+    """
+    stop = booked_end(end, cleaning_minutes)
+    window = _window_text(start, end, cleaning_minutes)
+    allocations = sorted(db_api.allocation_list(
+        session, reservation_id=reservation['id']), key=lambda a: a['host'])
+    names = sorted({a['host'] for a in allocations})
+    db_api.lock_hosts(session, names)
+    hosts, _fingerprint = registry.read_registry(session)
+    matching = {h['hypervisor_hostname']
+                for h in registry.matching_hosts(hosts, request)}
+    kept = [a for a in allocations if a['host'] in matching]
+    removed = [a for a in allocations if a['host'] not in matching]
+    removed += kept[request.max:]
+    kept = kept[:request.max]
+    if removed and started:
+        raise NotEnoughHosts(reason=(
+            'Not enough hosts available (%s: the lease has started, and '
+            'host(s) %s would leave it: a started host reservation keeps '
+            'its hosts)' % (field, ', '.join(sorted(
+                a['host'] for a in removed)))))
+    added = []
+    if len(kept) < request.max:
+        more = dataclasses.replace(request,
+                                   min=max(0, request.min - len(kept)),
+                                   max=request.max - len(kept))
+        [(_f, chosen)] = _allocate(session, [(field, more)], start, stop,
+                                   window, ())
+        for row in _allocation_rows(chosen, start, stop):
+            db_api.allocation_create(session,
+                                     dict(row, reservation_id=reservation[
+                                         'id']))
+            added.append(row['host'])
+    for a in removed:
+        db_api.allocation_destroy(session, a['id'])
+    db_api.reservation_update(session, reservation['id'],
+                              {'properties': request.properties()},
+                              fetch=False)
+    return added, sorted(a['host'] for a in removed)
 
 
 def host_allocations(db, hosts=None, lease_id=None, reservation_id=None,

@@ -25,6 +25,7 @@ from oslo_utils import uuidutils
 from nova_lease.api_ext import deferred_start
 from nova_lease.api_ext.lease_api import common
 from nova_lease.api_ext.lease_api import lease_updates
+from nova_lease.api_ext.lease_api import reservation_updates
 from nova_lease.api_ext.lease_api import views
 from nova_lease.api_ext import nova_flavors
 from nova_lease.db import api as db_api
@@ -204,22 +205,26 @@ def create_lease(req, ctx, body):
 
 
 def update_lease(req, ctx, lease_id, body):
-    """PUT /leases/{id}: rename; move/resize the window (Blazar's rules).
+    """PUT /leases/{id}: rename; move/resize the window; change the
+    reservations (Blazar's rules).
 
     Before the start the window may move (the hosts are kept when free,
     else chosen again, else 409); after the start the start is frozen and
     the end may be shortened down to now or extended while the same hosts
-    stay free. An invalid update changes nothing.
+    stay free. Reservations change as :mod:`..reservation_updates` says.
+    An invalid update changes nothing.
     """
     lease = _get_visible_lease(ctx, lease_id, lease_policies.UPDATE)
     lease_updates.check_update_body(body)
     try:
-        lease = lease_updates.update_lease(common.db(), lease, body,
-                                           common.now())
+        lease, changes = lease_updates.update_lease(common.db(), lease,
+                                                    body, common.now())
     except db_api.StatusConflict as e:
         raise lease_updates.LeaseBusy(lease_id=lease_id, status=e.actual,
                                       action='this update',
                                       hint='; retry in a moment')
+    if changes:
+        reservation_updates.after_commit(ctx, lease, changes)
     _wake_engines()
     return 200, {'lease': views.format_lease(lease)}
 
