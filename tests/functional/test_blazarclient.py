@@ -121,8 +121,8 @@ class BlazarClientTest(base.LeaseFunctionalBase):
         self.assertEqual(403, e.kwargs['code'])
 
 
-class OpenStackCLITest(base.LeaseFunctionalBase):
-    """``openstack reservation ...`` (OSC + the blazarclient plugin)."""
+class OSCMixin(object):
+    """``openstack ...`` in process, as the harness's users."""
 
     CLOCK_START = datetime.datetime(2030, 3, 1, 9, 0, 0)
 
@@ -156,6 +156,10 @@ class OpenStackCLITest(base.LeaseFunctionalBase):
         except ValueError:
             self.fail('not JSON: %r' % text)
 
+
+class OpenStackCLITest(OSCMixin, base.LeaseFunctionalBase):
+    """``openstack reservation ...`` (OSC + the blazarclient plugin)."""
+
     def test_lease_commands(self):
         created = self._osc_json('reservation', 'host', 'create', 'host1',
                                  '--extra', 'ssd=true', user='admin')
@@ -180,3 +184,56 @@ class OpenStackCLITest(base.LeaseFunctionalBase):
         self.assertEqual('renamed', shown['name'])
         self._osc('reservation', 'lease', 'delete', lease['id'])
         self.assertEqual([], self._osc_json('reservation', 'lease', 'list'))
+
+
+class OpenStackCLIInstanceTest(OSCMixin, base.LeaseFunctionalBase):
+    """Blazar's instance reservations from ``openstack reservation``."""
+
+    def _engine(self):
+        from nova_lease.periodic import engine as lease_engine
+        from nova_lease.plugins.flavor import plugin as flavor_plugin
+
+        conf = self.engine_conf(resource_plugins='flavor:instance',
+                                plugin_call_timeout=60)
+        engine = lease_engine.Engine(conf, plugins={
+            flavor_plugin.RESOURCE_TYPE: flavor_plugin.FlavorPlugin(conf)})
+        self.addCleanup(engine.close)
+        return engine
+
+    @staticmethod
+    def _reservations(lease):
+        # OSC prints each reservation as a JSON object, one per line
+        # group.
+        value = lease['reservations']
+        if isinstance(value, str):
+            value = json.loads('[%s]' % value.replace('}\n{', '},{'))
+        return value if isinstance(value, list) else [value]
+
+    def test_instance_reservation_commands(self):
+        for host in ('host1', 'host2'):
+            self._osc('reservation', 'host', 'create', host, user='admin')
+        end = (self.clock.now + datetime.timedelta(hours=2)).strftime(
+            '%Y-%m-%d %H:%M')
+        lease = self._osc_json(
+            'reservation', 'lease', 'create', '--start-date', 'now',
+            '--end-date', end, '--reservation',
+            'resource_type=virtual:instance,vcpus=1,memory_mb=512,'
+            'disk_gb=1,amount=1,affinity=False,resource_properties=',
+            'vm-lease')
+        [res] = self._reservations(lease)
+        self.assertEqual('virtual:instance', res['resource_type'])
+        self.assertEqual(1, res['amount'])
+        self.assertFalse(res['affinity'])
+        self._engine().process_due()
+        shown = self._osc_json('reservation', 'lease', 'show', lease['id'])
+        self.assertEqual('ACTIVE', shown['status'])
+        # The reservation's flavor, as Blazar's users boot with it.
+        flavor = self._osc_json('flavor', 'show', res['id'])
+        self.assertEqual(res['id'], flavor['id'])
+        self.assertEqual(1, flavor['vcpus'])
+        # More instances, as a Blazar user asks for them: the second on
+        # the other host (anti-affinity).
+        self._osc('reservation', 'lease', 'set', '--reservation',
+                  'id=%s,amount=2' % res['id'], lease['id'])
+        shown = self._osc_json('reservation', 'lease', 'show', lease['id'])
+        self.assertEqual(2, self._reservations(shown)[0]['amount'])
