@@ -127,8 +127,18 @@ class OSCMixin(object):
     CLOCK_START = datetime.datetime(2030, 3, 1, 9, 0, 0)
 
     def _osc(self, *args, user='fake'):
+        from openstackclient.common import clientmanager as osc_manager
         from openstackclient import shell as osc_shell
+        from osc_lib import clientmanager as osc_lib_manager
 
+        # OSC puts a ClientCache descriptor per plugin (reservation, ...)
+        # on osc_lib's ClientManager class, which keeps the first client it
+        # made for the life of the process: a client of an earlier test
+        # (its endpoint gone) would serve this one.
+        for cls in osc_manager.ClientManager.__mro__:
+            for value in vars(cls).values():
+                if isinstance(value, osc_lib_manager.ClientCache):
+                    value._handle = None
         argv = ['--os-auth-type', 'password',
                 '--os-auth-url', self.keystone.auth_url,
                 '--os-username', user,
