@@ -18,9 +18,7 @@ that flavor counted against ``amount``, affinity, the end action.
 """
 
 from nova_lease.db import api as db_api
-from nova_lease.periodic import engine as lease_engine
 from nova_lease.plugins.flavor import plugin as flavor_plugin
-from nova_lease.plugins.host import plugin as host_plugin
 from tests.functional import base
 from tests.functional import test_host_reservation
 
@@ -32,18 +30,7 @@ class FlavorLeaseMixin(test_host_reservation.HostLeaseMixin):
     every host registered.
     """
 
-    def _engine(self, **overrides):
-        options = {'resource_plugins': 'physical:host,flavor:instance',
-                   'max_retries': 1, 'retry_interval': 1,
-                   'plugin_call_timeout': 60}
-        options.update(overrides)
-        conf = self.engine_conf(**options)
-        plugin = host_plugin.HostPlugin(conf)
-        engine = lease_engine.Engine(conf, plugins={
-            host_plugin.RESOURCE_TYPE: plugin,
-            flavor_plugin.RESOURCE_TYPE: flavor_plugin.FlavorPlugin(conf)})
-        self.addCleanup(engine.close)
-        return engine, plugin
+    MORE_PLUGINS = {flavor_plugin.RESOURCE_TYPE: flavor_plugin.FlavorPlugin}
 
     def setUp(self):
         super().setUp()

@@ -41,15 +41,21 @@ class HostLeaseMixin(test_lease_api.LeaseAPIMixin):
         super().setUp()
         self.engine, self.plugin = self._engine()
 
+    #: Other resource plugins of the engine: {resource type: class}.
+    MORE_PLUGINS = {}
+
     def _engine(self, **overrides):
-        options = {'resource_plugins': 'physical:host',
+        types = [host_plugin.RESOURCE_TYPE] + sorted(self.MORE_PLUGINS)
+        options = {'resource_plugins': ','.join(types),
                    'max_retries': 1, 'retry_interval': 1,
                    'plugin_call_timeout': 60}
         options.update(overrides)
         conf = self.engine_conf(**options)
         plugin = host_plugin.HostPlugin(conf)
-        engine = lease_engine.Engine(
-            conf, plugins={host_plugin.RESOURCE_TYPE: plugin})
+        plugins = {rtype: cls(conf)
+                   for rtype, cls in self.MORE_PLUGINS.items()}
+        plugins[host_plugin.RESOURCE_TYPE] = plugin
+        engine = lease_engine.Engine(conf, plugins=plugins)
         self.addCleanup(engine.close)
         return engine, plugin
 

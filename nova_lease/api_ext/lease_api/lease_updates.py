@@ -160,6 +160,16 @@ def _move_events(session, lease, start, end, before_end, now):
             'time': max(before_end, now), 'status': undone})
 
 
+def _check_changeable(lease, action):
+    """409 unless the lease is PENDING or ACTIVE."""
+    if lease['status'] not in (_L.PENDING, _L.ACTIVE):
+        raise LeaseBusy(lease_id=lease['id'], status=lease['status'],
+                        action=action,
+                        hint='' if status.is_terminal(
+                            status.LEASE, lease['status'])
+                        else '; retry in a moment')
+
+
 @db_api.retry_on_deadlock
 def update_lease(db, lease, body, now):
     """Apply a checked update body.
@@ -177,13 +187,7 @@ def update_lease(db, lease, body, now):
             values['name'] = body['name']
         dates = ('start_date', 'end_date', 'before_end_date')
         if any(body.get(k) is not None for k in dates):
-            if current['status'] not in (_L.PENDING, _L.ACTIVE):
-                raise LeaseBusy(lease_id=current['id'],
-                                status=current['status'],
-                                action='changing its dates',
-                                hint='' if status.is_terminal(
-                                    status.LEASE, current['status'])
-                                else '; retry in a moment')
+            _check_changeable(current, 'changing its dates')
             others = sorted({
                 r['resource_type'] for r in current['reservations']
                 if r['resource_type'] not in (
@@ -220,13 +224,7 @@ def update_lease(db, lease, body, now):
                           before_end_date=before_end)
             _move_events(session, current, start, end, before_end, now)
         if body.get('reservations'):
-            if current['status'] not in (_L.PENDING, _L.ACTIVE):
-                raise LeaseBusy(lease_id=current['id'],
-                                status=current['status'],
-                                action='changing its reservations',
-                                hint='' if status.is_terminal(
-                                    status.LEASE, current['status'])
-                                else '; retry in a moment')
+            _check_changeable(current, 'changing its reservations')
             changes = reservation_updates.parse(current, body['reservations'])
             reservation_updates.apply(
                 session, changes, values.get('start_date',

@@ -59,21 +59,8 @@ class FlavorPlugin(host_plugin.HostPlugin):
                 reason='instance reservation %s of lease %s has no slot '
                        'hosts' % (reservation['id'], lease['id']))
         name = host_plugin.aggregate_name(reservation['id'])
-        aggregate = self._own_aggregate(self._aggregates(), reservation)
-        if aggregate is None:
-            LOG.info('Creating aggregate %(name)s for lease %(lease)s',
-                     {'name': name, 'lease': lease['id']})
-            try:
-                aggregate = self.compute.create_aggregate(name)
-            except compute.ComputeConflict:
-                aggregate = self._aggregates()[name]
-        metadata = {host_plugin.META_RESERVATION: reservation['id'],
-                    host_plugin.META_LEASE: lease['id'],
-                    host_plugin.META_PROJECT: lease['project_id']}
-        current = aggregate.get('metadata') or {}
-        if any(current.get(k) != v for k, v in metadata.items()):
-            aggregate = self.compute.set_aggregate_metadata(aggregate['id'],
-                                                            metadata)
+        aggregate = self._ensure_aggregate(self._aggregates(), lease,
+                                           reservation)
         for host in hosts:
             if host not in (aggregate.get('hosts') or []):
                 try:

@@ -133,6 +133,29 @@ class HostPlugin(base.ComputePlugin):
                 return aggregate
         return None
 
+    def _ensure_aggregate(self, aggregates, lease, reservation):
+        """The reservation's aggregate, created if missing, with its
+        metadata (:data:`META_RESERVATION`, :data:`META_LEASE`,
+        :data:`META_PROJECT`).
+        """
+        name = aggregate_name(reservation['id'])
+        aggregate = self._own_aggregate(aggregates, reservation)
+        if aggregate is None:
+            LOG.info('Creating aggregate %(name)s for lease %(lease)s',
+                     {'name': name, 'lease': lease['id']})
+            try:
+                aggregate = self.compute.create_aggregate(name)
+            except compute.ComputeConflict:
+                aggregate = self._aggregates()[name]
+        metadata = {META_RESERVATION: reservation['id'],
+                    META_LEASE: lease['id'],
+                    META_PROJECT: lease['project_id']}
+        current = aggregate.get('metadata') or {}
+        if any(current.get(k) != v for k, v in metadata.items()):
+            aggregate = self.compute.set_aggregate_metadata(aggregate['id'],
+                                                            metadata)
+        return aggregate
+
     def _freepool(self, aggregates, create=False):
         name = self.conf.nova_lease.freepool_aggregate
         pool = aggregates.get(name)
@@ -153,21 +176,7 @@ class HostPlugin(base.ComputePlugin):
                        'hosts' % (reservation['id'], lease['id']))
         name = aggregate_name(reservation['id'])
         aggregates = self._aggregates()
-        aggregate = self._own_aggregate(aggregates, reservation)
-        if aggregate is None:
-            LOG.info('Creating aggregate %(name)s for lease %(lease)s',
-                     {'name': name, 'lease': lease['id']})
-            try:
-                aggregate = self.compute.create_aggregate(name)
-            except compute.ComputeConflict:
-                aggregate = self._aggregates()[name]
-        metadata = {META_RESERVATION: reservation['id'],
-                    META_LEASE: lease['id'],
-                    META_PROJECT: lease['project_id']}
-        current = aggregate.get('metadata') or {}
-        if any(current.get(k) != v for k, v in metadata.items()):
-            aggregate = self.compute.set_aggregate_metadata(aggregate['id'],
-                                                            metadata)
+        aggregate = self._ensure_aggregate(aggregates, lease, reservation)
         if reservation.get('aggregate_id') != aggregate['id']:
             db_api.reservation_update(self.db, reservation['id'],
                                       {'aggregate_id': aggregate['id']})
