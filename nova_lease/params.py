@@ -625,44 +625,5 @@ def parse_lease_body(body, now, max_duration=None):
         if events:
             raise _error('events', 'unsupported', "'events' must be empty: "
                          "lease events are created from the lease dates")
-    try:
-        params = _build(body, _BODY_NAMES, now, max_duration)
-    except LeaseParamError as e:
-        raise in_blazar_words(e, body) from None
+    params = _build(body, _BODY_NAMES, now, max_duration)
     return params, _parse_reservations(body.get('reservations'))
-
-
-def missing(field, key=None):
-    """The refusal of a missing ``field``: Blazar's message first."""
-    return _error(field, 'required', "Missing parameter %s ('%s' is "
-                  "required)", key or field, field)
-
-
-#: (field, rule) -> Blazar 18's message for that refusal of a lease body.
-_BLAZAR_WORDS = {
-    ('end_date', 'order'): 'End date must be later than start date.',
-    ('start_date', 'past'): 'Start date must be later than current date',
-}
-#: Blazar's date format, as its message for an unreadable date names it.
-BLAZAR_DATE_FORMAT = '%Y-%m-%d %H:%M'
-
-
-def in_blazar_words(err, body):
-    """``err`` with Blazar's own message first, where Blazar has one.
-
-    Blazar's clients and acceptance tests match its messages; ours
-    follow in brackets (they name the field and the values).
-    """
-    if err.rule == 'required' and err.field in _BODY_KEYS:
-        return missing(err.field)
-    words = _BLAZAR_WORDS.get((err.field, err.rule))
-    if words is None and err.rule == 'format' and err.field in (
-            'start_date', 'end_date', 'before_end_date'):
-        value = body.get(err.field)
-        if isinstance(value, str):
-            words = '%s is an invalid date. Required format: %s' % (
-                value, BLAZAR_DATE_FORMAT)
-    if words is None:
-        return err
-    return LeaseParamError(err.field, err.rule,
-                           '%s (%s)' % (words, err.reason), err.where)

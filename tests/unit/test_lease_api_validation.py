@@ -22,6 +22,7 @@ import inspect
 
 import testtools
 
+from nova_lease.api_ext.lease_api import blazar_words
 from nova_lease.api_ext.lease_api import router
 from nova_lease.api_ext.lease_api.schemas import hosts as host_schemas
 from nova_lease.api_ext.lease_api.schemas import leases as lease_schemas
@@ -146,7 +147,8 @@ class LeaseSchemasTest(_SchemaTest):
             for i, raw in enumerate(raws):
                 host_request.parse_host_request(raw, 'reservations[%d]' % i)
         except params.LeaseParamError as e:
-            return str(e)
+            # (The lease API words it as Blazar first.)
+            return str(blazar_words.in_blazar_words(e, body))
         return None
 
     def test_unknown_keys(self):

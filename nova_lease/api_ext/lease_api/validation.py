@@ -50,6 +50,7 @@ import jsonschema
 from oslo_serialization import jsonutils
 from oslo_utils import strutils
 
+from nova_lease.api_ext.lease_api import blazar_words
 from nova_lease.api_ext.lease_api import errors
 from nova_lease import params as lease_params
 
@@ -147,7 +148,7 @@ def _refusal(error, path):
         field = field_name(path + [missing])
         node = node.get('properties', {}).get(missing, {})
         if 'x-reason' not in node:
-            return lease_params.missing(field, missing)
+            return blazar_words.missing(field, missing)
         path, instance = path + [missing], None
     if keyword == 'format' and error.validator_value == 'text':
         try:

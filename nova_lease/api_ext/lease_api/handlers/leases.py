@@ -23,6 +23,7 @@ from oslo_utils import strutils
 from oslo_utils import uuidutils
 
 from nova_lease.api_ext import deferred_start
+from nova_lease.api_ext.lease_api import blazar_words
 from nova_lease.api_ext.lease_api import common
 from nova_lease.api_ext.lease_api import lease_updates
 from nova_lease.api_ext.lease_api import reservation_updates
@@ -157,8 +158,11 @@ def create_lease(req, ctx, body):
                      {'project_id': ctx.project_id, 'user_id': ctx.user_id})
     now = common.now()
     opts = common.opts()
-    params, raw_reservations = lease_params.parse_lease_body(
-        body, now, common.max_duration())
+    try:
+        params, raw_reservations = lease_params.parse_lease_body(
+            body, now, common.max_duration())
+    except lease_params.LeaseParamError as e:
+        raise blazar_words.in_blazar_words(e, body) from None
     requests, slots = _requests(ctx, raw_reservations)
     db = common.db()
     # Usage limits ([nova_lease_enforcement]): 403 naming them.

@@ -1,0 +1,63 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""The lease API's refusals in Blazar's words.
+
+Blazar's clients and its acceptance tests (blazar-tempest-plugin) match
+Blazar 18's messages: a refusal of a lease body says Blazar's message
+first, then ours in brackets (naming the field and the values)::
+
+    Missing parameter end_date ('end_date' is required)
+    End date must be later than start date. ('end_date' (...) must be ...)
+"""
+
+from nova_lease import params as lease_params
+
+#: The keys of a lease body.
+BODY_KEYS = frozenset({'name', 'start_date', 'end_date', 'before_end_date',
+                       'on_end', 'retries', 'reservations', 'events'})
+
+
+def missing(field, key=None):
+    """The refusal of a missing ``field``: Blazar's message first."""
+    return lease_params.LeaseParamError(
+        field, 'required', "Missing parameter %s ('%s' is required)" % (
+            key or field, field))
+
+
+#: (field, rule) -> Blazar 18's message for that refusal of a lease body.
+_BLAZAR_WORDS = {
+    ('end_date', 'order'): 'End date must be later than start date.',
+    ('start_date', 'past'): 'Start date must be later than current date',
+}
+#: Blazar's date format, as its message for an unreadable date names it.
+BLAZAR_DATE_FORMAT = '%Y-%m-%d %H:%M'
+
+
+def in_blazar_words(err, body):
+    """``err`` with Blazar's own message first, where Blazar has one.
+
+    Blazar's clients and acceptance tests match its messages; ours
+    follow in brackets (they name the field and the values).
+    """
+    if err.rule == 'required' and err.field in BODY_KEYS:
+        return missing(err.field)
+    words = _BLAZAR_WORDS.get((err.field, err.rule))
+    if words is None and err.rule == 'format' and err.field in (
+            'start_date', 'end_date', 'before_end_date'):
+        value = body.get(err.field)
+        if isinstance(value, str):
+            words = '%s is an invalid date. Required format: %s' % (
+                value, BLAZAR_DATE_FORMAT)
+    if words is None:
+        return err
+    return lease_params.LeaseParamError(
+        err.field, err.rule, '%s (%s)' % (words, err.reason), err.where)
