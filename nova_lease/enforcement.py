@@ -139,10 +139,15 @@ def _size(properties):
         props = {}
     if not isinstance(props, dict):
         props = {}
+    try:
+        # Blazar's instance reservations hold ``amount`` instances.
+        count = max(1, int(props.get('amount') or 1))
+    except (TypeError, ValueError):
+        count = 1
     out = {}
     for key, _option, _name in _RESOURCES:
         try:
-            out[key] = int(props.get(key) or 0)
+            out[key] = int(props.get(key) or 0) * count
         except (TypeError, ValueError):
             out[key] = 0
     return out
@@ -211,10 +216,13 @@ def check_instance_lease(conf, db, project_id, start, end, flavor, count,
 
 
 def check_host_lease(conf, db, project_id, start, end, hosts, now,
-                     lease_id=None, field='start_date'):
-    """A new host lease (``lease_id`` None) of at most ``hosts`` hosts, or
-    new dates for lease ``lease_id`` holding ``hosts`` hosts.
+                     lease_id=None, field='start_date', instances=None):
+    """A new lease of the lease API (``lease_id`` None) of at most
+    ``hosts`` hosts and ``instances``, or new dates for lease ``lease_id``
+    holding ``hosts`` hosts.
 
+    :param instances: {'vcpus', 'memory_mb', 'disk_gb'}: what its instance
+        reservations hold in all (their ``amount`` times their size).
     :raises LimitExceeded: (403).
     """
     opts = _opts(conf)
@@ -224,3 +232,5 @@ def check_host_lease(conf, db, project_id, start, end, hosts, now,
     if lease_id is None:
         check_lease_count(opts, db, project_id, now)
     check_hosts(opts, db, project_id, start, end, hosts, now, lease_id)
+    if instances:
+        check_instances(opts, db, project_id, start, end, instances, 1, now)

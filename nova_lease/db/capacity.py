@@ -247,7 +247,9 @@ def project_live_lease_count(db, project_id, now, dead_leases):
 def project_instance_rows(db, project_id, now, dead_reservations,
                           dead_leases, start, end):
     """The live instance reservations of ``project_id``'s leases that
-    overlap [start, end) and have not ended at ``now``.
+    overlap [start, end) and have not ended at ``now``: one server each
+    (``virtual:instance``, boot hints), or ``amount`` instance slots
+    (``flavor:instance``, Blazar's instance reservations).
 
     Rows ``(lease id, lease start_date, lease end_date, properties (JSON
     text))``.
@@ -257,7 +259,8 @@ def project_instance_rows(db, project_id, now, dead_reservations,
                       res.c.properties)
             .select_from(res.join(LEASES))
             .where(LEASES.c.project_id == project_id,
-                   res.c.resource_type == 'virtual:instance',
+                   res.c.resource_type.in_(('virtual:instance',
+                                            'flavor:instance')),
                    _live(now, dead_reservations, dead_leases),
                    LEASES.c.start_date < common.naive_utc(end),
                    LEASES.c.end_date > common.naive_utc(start)))

@@ -159,6 +159,32 @@ class EnforcementTest(test_lease_api.LeaseAPIMixin,
         self._forbidden(body, 'max_promised_memory_mb')
         self.assertEqual(2, self._leases())
 
+    def test_instance_reservations_of_the_lease_api_count(self):
+        # Blazar's instance reservations (amount x size) count against
+        # the same limits as leased boots, both ways.
+        self._register('host3')
+        self._limit(max_promised_vcpus=3)
+
+        def instances(amount, start, end, status=201):
+            return self._create(self._lease_body(
+                _date(start), _date(end), name='i%d' % amount,
+                reservations=[{'resource_type': 'virtual:instance',
+                               'amount': amount, 'vcpus': 1,
+                               'memory_mb': 512, 'disk_gb': 1}]),
+                status=status)
+
+        body = instances(4, self.T + HOUR, self.T + 2 * HOUR, status=403)
+        self.assertIn('[nova_lease_enforcement] max_promised_vcpus',
+                      body['error_message'])
+        self.assertIn('to 4 at', body['error_message'])
+        instances(2, self.T + HOUR, self.T + 2 * HOUR)
+        # 2 promised + 2 booted = 4 > 3.
+        body = self._boot_leased(self.T + HOUR, self.T + 2 * HOUR, count=2,
+                                 status=403)
+        self._forbidden(body, 'max_promised_vcpus')
+        self._boot_leased(self.T + HOUR, self.T + 2 * HOUR)
+        self.assertEqual(2, self._leases())
+
     def test_promised_hosts_create_and_extend(self):
         self._limit(max_promised_hosts=1)
         self._register('host1')

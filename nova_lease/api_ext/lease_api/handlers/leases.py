@@ -166,9 +166,11 @@ def create_lease(req, ctx, body):
     requests, slots = _requests(ctx, raw_reservations)
     db = common.db()
     # Usage limits ([nova_lease_enforcement]): 403 naming them.
-    enforcement.check_host_lease(common.CONF, db, ctx.project_id,
-                                 params.start, params.end,
-                                 sum(r.max for _f, r in requests), now)
+    enforcement.check_host_lease(
+        common.CONF, db, ctx.project_id, params.start, params.end,
+        sum(r.max for _f, r in requests), now,
+        instances={key: sum(getattr(r, key) * r.amount for _f, r in slots)
+                   for key in ('vcpus', 'memory_mb', 'disk_gb')})
     before_end = params.effective_before_end(opts.minutes_before_end_lease)
     values = {
         'name': params.name, 'project_id': ctx.project_id,
