@@ -86,6 +86,8 @@ BEFORE_END_MAX_FRACTION = 0.5
 NAME_MAX_LENGTH = 255
 MAX_RETRIES = 100
 ON_END_ACTIONS = ('delete', 'shelve')
+#: Climate's lease types (best_effort: not available yet).
+LEASE_TYPES = ('immediate', 'retries', 'scheduled')
 MAX_RAW_LENGTH = 65535
 
 #: Internal scheduler hints: the nova-api filter adds them, LeaseFilter
@@ -126,10 +128,10 @@ _BAD_TEXT_RE = re.compile('[\x00-\x1f\x7f-\x9f\ud800-\udfff'
 
 _HINT_NAMES = {'name': 'name', 'start': 'start', 'end': 'end',
                'duration': 'duration', 'before_end': 'before_end',
-               'on_end': 'on_end', 'retries': 'retries'}
+               'on_end': 'on_end', 'retries': 'retries', 'type': 'type'}
 _BODY_NAMES = {'name': 'name', 'start': 'start_date', 'end': 'end_date',
                'before_end': 'before_end_date', 'on_end': 'on_end',
-               'retries': 'retries'}
+               'retries': 'retries', 'type': 'lease_type'}
 _BODY_KEYS = frozenset(_BODY_NAMES.values()) | {'reservations', 'events'}
 
 
@@ -341,6 +343,7 @@ class LeaseParams:
     before_end: datetime.datetime | None = None
     on_end: str | None = None
     retries: int | None = None
+    lease_type: str | None = None
 
     @property
     def duration(self):
@@ -531,12 +534,36 @@ def _build(data, names, now, max_duration, default_name=None):
     end = _parse_end(data, names, start, max_duration)
     before_end = _parse_before_end(data.get(names['before_end']), names,
                                    start, end, 'duration' in names)
+    retries = _parse_retries(data.get(names['retries']), names['retries'])
     return LeaseParams(
         name=name, start=start, end=end, start_now=start_now,
         before_end=before_end,
         on_end=_parse_on_end(data.get(names['on_end']), names['on_end']),
-        retries=_parse_retries(data.get(names['retries']),
-                               names['retries']))
+        retries=retries,
+        lease_type=_parse_lease_type(data.get(names['type']), names,
+                                     start_now, retries))
+
+
+def _parse_lease_type(value, names, start_now, retries):
+    field = names['type']
+    if value is None:
+        return None
+    if value == 'best_effort':
+        raise _error(field, 'unsupported', "'%s': best_effort leases are "
+                     "not available yet; use immediate, retries or "
+                     "scheduled", field)
+    if value not in LEASE_TYPES:
+        raise _error(field, 'choice', "'%s' must be one of %s, got %s",
+                     field, ', '.join(LEASE_TYPES), quoted(value))
+    if value == 'immediate':
+        if not start_now:
+            raise _error(field, 'unsupported', "'%s': an immediate lease "
+                         "starts now ('%s' \"now\")", field, names['start'])
+        if retries:
+            raise _error(names['retries'], 'unsupported', "'%s': an "
+                         "immediate lease is provisioned now or not at all, "
+                         "never retried", names['retries'])
+    return value
 
 
 def _unique_keys(pairs):

@@ -105,6 +105,28 @@ How many times the engine retries a lease event whose action failed, before
 it marks the event and the lease ERROR. A lease may ask for its own number
 (lease_params retries).
 """),
+    cfg.IntOpt('max_lease_retries',
+               default=10,
+               min=0,
+               help="""
+The most retries a lease of type "retries" may ask for (its own retries,
+lease_params retries or the lease API's retries); more is a 400.
+"""),
+    cfg.StrOpt('default_lease_type',
+               default='scheduled',
+               choices=[
+                   ('scheduled', 'any start; a failed start is retried '
+                                 '(retries, else max_retries)'),
+                   ('immediate', 'a lease that starts now is provisioned '
+                                 'now or refused (409), never retried; one '
+                                 'that starts later is scheduled'),
+                   ('retries', 'a failed start is retried up to retries '
+                               '(else max_retries) times'),
+               ],
+               help="""
+The type of a lease that does not name one (the lease API's lease_type,
+lease_params type). best_effort leases are not available yet.
+"""),
     cfg.IntOpt('retry_interval',
                default=30,
                min=1,

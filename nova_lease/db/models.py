@@ -102,6 +102,10 @@ class Lease(TimestampMixin, Base):
         sa.String(STATUS_LEN), nullable=True)
     retries: orm.Mapped[typing.Optional[int]] = orm.mapped_column(
         sa.Integer, nullable=True)
+    #: immediate, retries or scheduled (NULL: scheduled, a lease made
+    #: before the column).
+    lease_type: orm.Mapped[typing.Optional[str]] = orm.mapped_column(
+        sa.String(16), nullable=True)
 
     reservations: orm.Mapped[typing.List['Reservation']] = orm.relationship(
         back_populates='lease', passive_deletes=True)

@@ -152,8 +152,8 @@ class LeaseSchemasTest(_SchemaTest):
         return None
 
     def test_unknown_keys(self):
-        allowed = ('before_end_date, end_date, events, name, on_end, '
-                   'reservations, retries, start_date')
+        allowed = ('before_end_date, end_date, events, lease_type, name, '
+                   'on_end, reservations, retries, start_date')
         self.assertRefuses(
             lease_schemas.CREATE, _lease(colour='blue'),
             "'colour': unknown key; the allowed keys are %s" % allowed,

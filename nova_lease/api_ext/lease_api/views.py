@@ -41,9 +41,15 @@ def format_reservation(reservation):
 
 
 def format_event(event):
+    """An event as Blazar shows it, with its attempts: how many times
+    the engine ran it, the last failure's reason and when it runs again.
+    """
     return {'id': event['id'], 'lease_id': event['lease_id'],
             'event_type': event['event_type'], 'time': _dt(event['time']),
             'status': event['status'],
+            'attempts': event.get('attempts') or 0,
+            'last_error': event.get('last_error'),
+            'next_attempt_at': _dt(event.get('next_attempt_at')),
             'created_at': _dt(event.get('created_at')),
             'updated_at': _dt(event.get('updated_at'))}
 
@@ -61,6 +67,8 @@ def format_lease(lease):
         'degraded': False,
         'trust_id': None,
         'on_end': lease.get('on_end'),
+        'lease_type': lease.get('lease_type') or 'scheduled',
+        'retries': lease.get('retries'),
         'reservations': [format_reservation(r)
                          for r in lease.get('reservations') or ()],
         'events': [format_event(e) for e in lease.get('events') or ()],

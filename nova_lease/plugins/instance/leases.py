@@ -51,6 +51,7 @@ from oslo_utils import uuidutils
 
 from nova_lease.db import api as db_api
 from nova_lease import exception
+from nova_lease import lease_types
 from nova_lease.periodic import events as lease_events
 from nova_lease.scheduler import admission
 from nova_lease.scheduler import inventory as nova_inventory
@@ -89,6 +90,14 @@ CANCELLER = 'nova-lease-compute-hook'
 
 class LinkError(exception.NovaLeaseException):
     msg_fmt = 'Could not link servers to lease %(lease_id)s: %(reason)s'
+
+
+def _type_of(conf, params):
+    """(lease type, retries) of a lease made with boot hints."""
+    opts = conf.nova_lease
+    return lease_types.effective(params, opts.default_lease_type,
+                                 opts.max_retries, opts.max_lease_retries,
+                                 field='lease_params.retries')
 
 
 def flavor_sizes(flavor):
@@ -142,14 +151,17 @@ def create_instance_lease(db, conf, params, project_id, user_id, flavor,
             'status': str(_R.PENDING),
             'properties': properties,
         })
+    lease_type, retries = _type_of(conf, params)
     values = {
         'id': lease_id, 'name': params.name, 'project_id': project_id,
         'user_id': user_id, 'start_date': params.start,
         'end_date': params.end, 'before_end_date': before_end,
         'status': str(_L.PENDING), 'on_end': params.on_end,
-        'retries': params.retries,
+        'retries': retries, 'lease_type': lease_type,
     }
-    if params.start_now:
+    # An immediate lease is admitted now, as a future one is: refused
+    # (409) when its servers do not fit, its capacity promised otherwise.
+    if params.start_now and lease_type != lease_types.IMMEDIATE:
         # Nothing to admit: lease_create's own (Core) transaction.
         lease = db_api.lease_create(db, values, reservations=reservations,
                                     events=events)
@@ -208,12 +220,13 @@ def create_deferred_instance_lease(db, conf, params, project_id, user_id,
             'status': str(_R.PENDING),
             'properties': properties,
         })
+    lease_type, retries = _type_of(conf, params)
     values = {
         'id': lease_id, 'name': params.name, 'project_id': project_id,
         'user_id': user_id, 'start_date': params.start,
         'end_date': params.end, 'before_end_date': before_end,
         'status': str(_L.PENDING), 'on_end': params.on_end,
-        'retries': params.retries,
+        'retries': retries, 'lease_type': lease_type,
     }
     with db.writer() as session:
         allocations = admission.allocate_instances(

@@ -31,6 +31,7 @@ from nova_lease.api_ext.lease_api import views
 from nova_lease.api_ext import nova_flavors
 from nova_lease.db import api as db_api
 from nova_lease import enforcement
+from nova_lease import lease_types
 from nova_lease import params as lease_params
 from nova_lease.periodic import events as lease_events
 from nova_lease.plugins import flavor as flavor_plugin
@@ -172,12 +173,15 @@ def create_lease(req, ctx, body):
         instances={key: sum(getattr(r, key) * r.amount for _f, r in slots)
                    for key in ('vcpus', 'memory_mb', 'disk_gb')})
     before_end = params.effective_before_end(opts.minutes_before_end_lease)
+    lease_type, retries = lease_types.effective(
+        params, opts.default_lease_type, opts.max_retries,
+        opts.max_lease_retries)
     values = {
         'name': params.name, 'project_id': ctx.project_id,
         'user_id': ctx.user_id, 'start_date': params.start,
         'end_date': params.end, 'before_end_date': before_end,
         'status': str(_L.PENDING), 'on_end': params.on_end,
-        'retries': params.retries,
+        'retries': retries, 'lease_type': lease_type,
     }
     events = lease_events.lease_events(params.start, params.end, before_end)
     made = _make_flavors(ctx, slots)

@@ -123,6 +123,8 @@ LEASE = {
                    'description': 'must be a string'},
         'retries': {'type': ['integer', 'null'],
                     'description': 'must be an integer'},
+        'lease_type': {'type': ['string', 'null'],
+                       'description': 'must be a string'},
         'reservations': {
             'type': ['array', 'null'],
             'description': 'must be an array of objects',

@@ -1,0 +1,63 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""Climate's lease types, as a lease records them. Pure: no I/O.
+
+* ``immediate``: starts now, provisioned now or not at all: what cannot
+  be provided at creation is a 409 (host leases: the hosts; instance
+  leases made with boot hints: admission control over ``[now, end)``,
+  whose capacity is then promised as a future lease's is), and a start
+  that fails is not retried: the lease goes to ERROR with the reason.
+* ``retries``: a start that fails is retried up to ``retries`` times (the
+  lease's, else ``[nova_lease] max_retries``; at most ``[nova_lease]
+  max_lease_retries``) with back-off; each attempt is counted in the
+  event (``attempts``, ``last_error``, ``next_attempt_at``).
+* ``scheduled``: as every lease was before types: any start; a failed
+  start is retried as ``retries`` says, else ``max_retries``.
+* ``best_effort``: not available yet (400).
+
+The type is chosen per lease (the lease API's ``lease_type``,
+``lease_params``' ``type``), else ``[nova_lease] default_lease_type``.
+"""
+
+from nova_lease import params as lease_params
+
+IMMEDIATE = 'immediate'
+RETRIES = 'retries'
+SCHEDULED = 'scheduled'
+
+
+def effective(params, default_type, default_retries, max_retries,
+              field='retries'):
+    """``(lease_type, retries)`` to record for ``params``.
+
+    :param default_type: ``[nova_lease] default_lease_type``; an
+        ``immediate`` default does not apply to a lease that starts later
+        (it is then ``scheduled``).
+    :param default_retries: ``[nova_lease] max_retries``.
+    :param max_retries: ``[nova_lease] max_lease_retries``.
+    :raises LeaseParamError: (400) a ``retries`` lease asks for more.
+    """
+    kind = params.lease_type or default_type
+    if kind == IMMEDIATE and not params.start_now:
+        kind = SCHEDULED
+    retries = params.retries
+    if kind == IMMEDIATE:
+        retries = 0
+    elif kind == RETRIES:
+        if retries is None:
+            retries = default_retries
+        if retries > max_retries:
+            raise lease_params.LeaseParamError(
+                field, 'range', "'%s' (%d): a lease is retried at most %d "
+                "times ([nova_lease] max_lease_retries)" % (
+                    field, retries, max_retries))
+    return kind, retries
