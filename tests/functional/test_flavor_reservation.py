@@ -330,3 +330,28 @@ class ReservationUpdateTest(FlavorLeaseMixin, base.LeaseFunctionalBase):
         self.assertIn('cannot go down', body['error_message'])
         servers = [self._boot_reserved(res, 's%d' % i) for i in range(4)]
         self.assertEqual(4, len(servers))
+
+
+class PendingDeleteTest(FlavorLeaseMixin, base.LeaseFunctionalBase):
+
+    def test_deleting_a_pending_instance_lease_leaves_nothing(self):
+        flavors = {f['id'] for f in self.admin_api.api_get(
+            '/flavors?is_public=None').body['flavors']}
+        lease = self._create(self._lease_body(
+            self._at(hours=2), self._at(hours=3), reservations=[{
+                'resource_type': 'virtual:instance', 'amount': 1,
+                'vcpus': 1, 'memory_mb': 512, 'disk_gb': 1,
+                'affinity': True}]))
+        [res] = lease['reservations']
+        self.assertIn(res['id'], {f['id'] for f in self.admin_api.api_get(
+            '/flavors?is_public=None').body['flavors']})
+        self.api.api_delete(PREFIX + '/leases/%s' % lease['id'],
+                            check_response_status=[204])
+        self.engine.process_due()
+        self.assertEqual('TERMINATED', self._lease(lease['id'])['status'])
+        self.assertEqual(flavors, {f['id'] for f in self.admin_api.api_get(
+            '/flavors?is_public=None').body['flavors']})
+        groups = self.admin_api.api_get(
+            '/os-server-groups?all_projects=True').body['server_groups']
+        self.assertNotIn(res['server_group_id'], [g['id'] for g in groups])
+        self.assertEqual([], self._hosts_of(lease))

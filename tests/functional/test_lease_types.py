@@ -129,6 +129,15 @@ class HostLeaseTypesTest(test_host_reservation.HostLeaseMixin,
         [start] = [e for e in shown['events']
                    if e['event_type'] == 'start_lease']
         self.assertEqual(('ERROR', 1), (start['status'], start['attempts']))
+        # The host stayed in the free pool. It stays promised to the
+        # lease (an operator may retry its start: doc/api.rst) until its
+        # end time, when the lease releases what its start had made.
+        self.assertEqual(['host1'], self._aggregate('freepool')['hosts'])
+        self.clock.advance(hours=1)
+        self.engine.process_due()
+        self.assertIsNone(self._aggregate(lease['reservations'][0]['id']))
+        self.assertEqual('TERMINATED', self._lease(lease['id'])['status'])
+        self._create(self._lease_body('now', self._at(hours=1), name='next'))
 
 
 class InstanceLeaseTypesTest(test_instance_lease.InstanceLeaseTest):
