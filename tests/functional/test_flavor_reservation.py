@@ -121,6 +121,21 @@ class FlavorReservationTest(FlavorLeaseMixin, base.LeaseFunctionalBase):
         servers = [self._boot_reserved(res, 'a%d' % i) for i in range(3)]
         self.assertEqual(set(hosts), {self._host(s) for s in servers})
 
+    def test_slots_fit_what_placement_offers(self):
+        # host1 has 8,192 MB, of which placement offers 7,680 (512 MB are
+        # reserved for the host): two 4,096 MB instances do not fit there
+        # together, whatever its raw size says. Every promised boot runs.
+        lease = self._create(self._lease_body('now', self._at(hours=1),
+                                              reservations=[
+                                                  self._instance_res(
+                                                      2, affinity=True,
+                                                      memory_mb=4096)]))
+        [res] = lease['reservations']
+        self.assertEqual(['host2', 'host2'], self._hosts_of(lease))
+        self.engine.process_due()
+        servers = [self._boot_reserved(res, 'm%d' % i) for i in range(2)]
+        self.assertEqual({'host2'}, {self._host(s) for s in servers})
+
     def test_refused_when_it_does_not_fit_and_nothing_is_left(self):
         flavors, groups = self._flavors(), self._groups()
         counts = self._counts()
@@ -185,8 +200,9 @@ class FlavorReservationTest(FlavorLeaseMixin, base.LeaseFunctionalBase):
         self.assertEqual({'deleted'}, statuses)
 
     def test_dates_change_while_the_slots_fit(self):
-        # host1 (4 vCPUs) and host2 (8 vCPUs): 4-vCPU slots.
-        big = self._instance_res(1, affinity=None, vcpus=4)
+        # Placement offers 7,680 MB on host1 and 15,872 MB on host2: one
+        # 7,680 MB slot there, two here.
+        big = self._instance_res(1, affinity=None, memory_mb=7680)
         lease = self._create(self._lease_body('now', self._at(hours=1),
                                               reservations=[big]))
         [host] = self._hosts_of(lease)
@@ -196,7 +212,8 @@ class FlavorReservationTest(FlavorLeaseMixin, base.LeaseFunctionalBase):
         # Later leases take what is left of both hosts from 2 h on.
         self._create(self._lease_body(
             self._at(hours=2), self._at(hours=3), name='later',
-            reservations=[self._instance_res(3, affinity=None, vcpus=4)]))
+            reservations=[self._instance_res(3, affinity=None,
+                                             memory_mb=7680)]))
         # Extended within the free time: fine.
         updated = self.api.api_put(url, {'end_date': self._at(
             hours=1, minutes=30)}).body['lease']
@@ -314,8 +331,8 @@ class ReservationUpdateTest(FlavorLeaseMixin, base.LeaseFunctionalBase):
         self.assertEqual(3, len(self._hosts_of(lease)))
         flavor = self.admin_api.api_get('/flavors/%s' % rid).body['flavor']
         self.assertEqual(2, flavor['vcpus'])
-        # Too many: 409 (host1 4 vCPUs, host2 8: six 2-vCPU slots).
-        body = self._put(lease, [{'id': rid, 'amount': 7}], status=409)
+        # Too many: 409 (placement offers 16 + 32 vCPUs: 24 2-vCPU slots).
+        body = self._put(lease, [{'id': rid, 'amount': 25}], status=409)
         self.assertIn('Not enough hosts available', body['error_message'])
         self.assertEqual(3, len(self._hosts_of(lease)))
         # Started: more slots yes; a new size or fewer slots no.

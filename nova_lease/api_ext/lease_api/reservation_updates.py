@@ -161,7 +161,8 @@ def apply(session, changes, start, end, now, started):
         else:
             change.added = slot_allocation.update_slots(
                 session, change.reservation, change.request, start, end,
-                now, started=started, field=change.field)
+                now, started=started, field=change.field,
+                sizes=slot_allocation.capacities(common.CONF))
 
 
 def after_commit(ctx, lease, changes):

@@ -75,12 +75,35 @@ def _peaks(rows):
     return peaks
 
 
-def _free_slots(host, peak, request):
+def capacities(conf):
+    """{hypervisor hostname: HostCapacity} as placement offers it:
+    ``(total - reserved) * allocation ratio`` of each compute node
+    (nova_lease.scheduler.inventory; read by nova-api).
+
+    A slot must fit there: a host's raw size (the registry's) counts the
+    memory Nova keeps for the host itself, so a host full by its raw size
+    would refuse its last promised boot.
+    """
+    from nova_lease.scheduler import inventory as nova_inventory
+
+    hosts, _cached = nova_inventory.default_inventory(conf).compute_hosts()
+    return {h.name: h.capacity for h in hosts if h.capacity is not None}
+
+
+def _size_of(host, sizes):
+    """(vcpus, memory_mb, disk_gb) a registered host offers slots."""
+    known = (sizes or {}).get(host['hypervisor_hostname'])
+    if known is not None:
+        return tuple(known)
+    return ((host.get('vcpus') or 0), (host.get('memory_mb') or 0),
+            (host.get('local_gb') or 0))
+
+
+def _free_slots(host, peak, request, sizes=None):
     if peak is None:
         return 0
-    left = ((host.get('vcpus') or 0) - peak[0],
-            (host.get('memory_mb') or 0) - peak[1],
-            (host.get('local_gb') or 0) - peak[2])
+    size = _size_of(host, sizes)
+    left = (size[0] - peak[0], size[1] - peak[1], size[2] - peak[2])
     counts = [left[i] // size for i, size in enumerate(
         (request.vcpus, request.memory_mb, request.disk_gb)) if size > 0]
     return max(0, min(counts)) if counts else 0
@@ -116,12 +139,13 @@ def _describe(request):
 
 
 def pick_slots(session, requests, start, end, now, busy_hosts=(),
-               only=None):
+               only=None, sizes=None):
     """Book the slots of ``requests`` in the writer ``session``.
 
     :param requests: ``[(field, SlotRequest)]``.
     :param busy_hosts: hosts this lease's host reservations take.
     :param only: None, or the only hosts to use.
+    :param sizes: :func:`capacities` (None: the hosts' raw sizes).
     :returns: ``[[allocation dict per slot]]``, one list per request.
     :raises NotEnoughSlots: (409, Blazar's message first) a request does
         not fit.
@@ -147,8 +171,8 @@ def pick_slots(session, requests, start, end, now, busy_hosts=(),
             rows = []
         peaks = _peaks(rows)
         free = {h['hypervisor_hostname']: _free_slots(
-            h, peaks.get(h['hypervisor_hostname'], (0, 0, 0)), request)
-            for h in matching}
+            h, peaks.get(h['hypervisor_hostname'], (0, 0, 0)), request,
+            sizes) for h in matching}
         chosen = _choose(request, free)
         if chosen is None:
             raise NotEnoughSlots(reason=(
@@ -178,7 +202,7 @@ def planned_rows(planned, start, end):
             if a['start_date'] < end and a['end_date'] > start]
 
 
-def rebook_slots(session, lease, start, end, now):
+def rebook_slots(session, lease, start, end, now, sizes=None):
     """Move the slots of ``lease``'s instance reservations to
     ``[start, end)``, on the same hosts.
 
@@ -205,16 +229,17 @@ def rebook_slots(session, lease, start, end, now):
             session, now, DEAD_RESERVATIONS, DEAD_LEASES, start, end,
             hosts=names) if row[1] not in own_ids]
         peaks = _peaks(rows)
-        sizes = {h['hypervisor_hostname']: h for h in registry.read_registry(
-            session)[0]}
+        registered = {h['hypervisor_hostname']: h
+                      for h in registry.read_registry(session)[0]}
         need = collections.Counter((a['host'], a['vcpus'], a['memory_mb'],
                                     a['disk_gb']) for a in allocations)
         taken = collections.Counter()
         for (host, vcpus, memory_mb, disk_gb), count in sorted(need.items()):
             size = _Size(vcpus, memory_mb, disk_gb)
             # What this lease's other slots there take first.
-            left = _free_slots(sizes.get(host, {}), _add(
-                peaks.get(host, (0, 0, 0)), taken[host]), size)
+            left = _free_slots(registered.get(host, {
+                'hypervisor_hostname': host}), _add(
+                peaks.get(host, (0, 0, 0)), taken[host]), size, sizes)
             if left < count:
                 raise NotEnoughSlots(reason=(
                     'Not enough hosts available (host %s cannot hold the '
@@ -243,7 +268,7 @@ def _add(peak, more):
 
 
 def update_slots(session, reservation, request, start, end, now,
-                 started=False, field='reservation'):
+                 started=False, field='reservation', sizes=None):
     """Re-book an instance reservation whose request changed.
 
     Before the start, its slots are chosen again for the new request.
@@ -261,7 +286,8 @@ def update_slots(session, reservation, request, start, end, now,
     size = (request.vcpus, request.memory_mb, request.disk_gb)
     if not started:
         db_api.allocation_destroy_by_reservation(session, reservation['id'])
-        [chosen] = pick_slots(session, [(field, request)], start, end, now)
+        [chosen] = pick_slots(session, [(field, request)], start, end, now,
+                              sizes=sizes)
     else:
         if size != (old.get('vcpus'), old.get('memory_mb'),
                     old.get('disk_gb')):
@@ -281,7 +307,7 @@ def update_slots(session, reservation, request, start, end, now,
             [chosen] = pick_slots(
                 session, [(field, more)], start, end, now,
                 busy_hosts=hosts if request.affinity is False else (),
-                only=hosts if request.affinity else None)
+                only=hosts if request.affinity else None, sizes=sizes)
     for allocation in chosen:
         db_api.allocation_create(session, dict(
             allocation, reservation_id=reservation['id']))

@@ -189,7 +189,8 @@ def create_lease(req, ctx, body):
     def book_slots(session, busy_hosts):
         booked = slot_allocation.pick_slots(
             session, [(f, r) for f, r, _rid, _g in made], params.start,
-            params.end, now, busy_hosts)
+            params.end, now, busy_hosts,
+            sizes=slot_allocation.capacities(common.CONF))
         return [{'id': rid, 'resource_type': flavor_plugin.RESOURCE_TYPE,
                  'status': 'pending',
                  'properties': request.properties(rid, group_id),
