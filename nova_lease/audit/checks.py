@@ -28,7 +28,8 @@ danger (DESIGN "Guarantees" 1 and 2):
     the reservation's hint).
 ``free_pool_server``
     A server on a registered host that no started host lease holds: the
-    free pool takes no work.
+    free pool takes no work (but the servers of an instance reservation,
+    in its slots there).
 ``aggregate``
     A host of a started host reservation outside the reservation's
     aggregate or still in the free pool; a registered host that is in no
@@ -62,6 +63,10 @@ _SIZE_KEYS = {'VCPU': 'vcpus', 'MEMORY_MB': 'memory_mb', 'DISK_GB': 'disk_gb'}
 
 INSTANCE = 'virtual:instance'
 HOST = 'physical:host'
+#: Blazar's instance reservations (the lease API's virtual:instance and
+#: flavor:instance), and the extra spec of their flavors.
+SLOTS = 'flavor:instance'
+FLAVOR_SPEC = 'nova_lease:reservation'
 #: Metadata key of a host reservation's aggregate (named after the
 #: reservation's id, as in Blazar): the reservation's id.
 META_AGGREGATE_RESERVATION = 'nova_lease_reservation_id'
@@ -188,6 +193,24 @@ class _Index(object):
                     lease['status'] in LIVE and
                     reservation['status'] in _LIVE_RESERVATIONS):
                 self.links[reservation['resource_id']] = (lease, reservation)
+        # Servers booted with a live instance reservation's flavor, on one
+        # of its slot hosts, within its slots there: server id ->
+        # (lease, reservation).
+        self.in_slots = {}
+        on_node = collections.defaultdict(list)
+        for server in state.servers:
+            found = self.reservations.get(server.get('reservation_flavor'))
+            if (found is None or found[1]['resource_type'] != SLOTS or
+                    found[0]['status'] not in LIVE or
+                    found[1]['status'] not in _LIVE_RESERVATIONS or
+                    server.get('status') in NOT_ON_HOST):
+                continue
+            node = server.get('node') or self.node(server.get('host'))
+            on_node[found[1]['id'], node].append(server['id'])
+        for (rid, node), server_ids in on_node.items():
+            slots = sum(1 for a in self.allocations[rid] if a['host'] == node)
+            for server_id in sorted(server_ids)[:slots]:
+                self.in_slots[server_id] = self.reservations[rid]
 
     def node(self, service_host):
         return self.node_of.get(service_host, service_host)
@@ -246,6 +269,10 @@ def _demand_pieces(index, node, provider):
     pieces = []
     for consumer, usage in sorted(provider.usages.items()):
         sizes = {rc: int(usage.get(rc, 0)) for rc in RESOURCES}
+        if consumer in index.in_slots:
+            # It runs in one of its reservation's slots here, which count
+            # (below); the engine deletes it at the lease's end.
+            continue
         link = index.links.get(consumer)
         if link is None:
             # A server of a started host lease on one of its hosts goes
@@ -407,6 +434,8 @@ def check_hosts(state, index=None):
                 'registered host %s is held by no started host lease and '
                 'is not in the free pool %s' % (node, state.freepool), {}))
         for server in index.servers_on(node):
+            if server['id'] in index.in_slots:
+                continue
             findings.append(Finding(
                 'free_pool_server', server['id'],
                 'server %s (project %s) runs on registered host %s, which '

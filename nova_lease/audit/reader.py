@@ -107,6 +107,10 @@ def _server(raw):
         'host': raw.get('OS-EXT-SRV-ATTR:host'),
         'node': raw.get('OS-EXT-SRV-ATTR:hypervisor_hostname'),
         'metadata': raw.get('metadata') or {},
+        # The instance reservation whose flavor it was booted with
+        # (its flavor's nova_lease:reservation extra spec), if any.
+        'reservation_flavor': ((raw.get('flavor') or {}).get(
+            'extra_specs') or {}).get(checks.FLAVOR_SPEC),
     }
 
 

@@ -104,6 +104,31 @@ class AuditTest(test_host_bystanders._ForcedBootMixin,
         self.assertEqual(0, code, err)
         self.assertIn('No broken or endangered promise', out)
 
+    def test_instance_reservation_servers_are_the_leases(self):
+        # Blazar's instance reservations: servers booted with the
+        # reservation's flavor run on free-pool hosts, within its slots:
+        # neither strays in the free pool nor an over-commitment.
+        from nova_lease.plugins.flavor import plugin as flavor_plugin
+
+        self._register('host3')
+        lease = self._create(self._lease_body(
+            'now', self._at(hours=2), reservations=[{
+                'resource_type': 'virtual:instance', 'amount': 1,
+                'vcpus': 1, 'memory_mb': 1024, 'disk_gb': 10,
+                'affinity': True}]))
+        [res] = lease['reservations']
+        engine, _plugin = self._engine()
+        engine.plugins[flavor_plugin.RESOURCE_TYPE] = (
+            flavor_plugin.FlavorPlugin(engine.conf))
+        engine.process_due()
+        self._boot({'group': res['server_group_id']}, name='a',
+                   flavor=res['id'])
+        self.assertEqual([], self._audit())
+        # A server forced there without the flavor is still found.
+        self._boot_forced('host3', 'stray')
+        self.assertEqual(['free_pool_server'],
+                         self._checks(self._audit()))
+
     def test_server_forced_into_the_free_pool(self):
         self._register('host3')
         server = self._boot_forced('host3', 'intruder')

@@ -82,6 +82,24 @@ class OvercommitTest(testtools.TestCase):
         self.assertIn('VCPU 5 > 4', finding.message)
         self.assertEqual(checks._fmt(_at(1)), finding.details['at'])
 
+    def test_instance_reservation_servers_run_in_their_slots(self):
+        # Two 2-vCPU slots fill the host; the servers booted with the
+        # reservation's flavor run in them (not beside them).
+        lease = _lease('l1', status='ACTIVE', start=-1, end=3,
+                       reservations=[_res('r1', checks.SLOTS, 'active')])
+        servers = [dict(_server(s), reservation_flavor='r1')
+                   for s in ('s1', 's2')]
+        state = _state(leases=[lease],
+                       allocations=[_alloc('r1', start=-1, vcpus=2),
+                                    _alloc('r1', start=-1, vcpus=2)],
+                       servers=servers,
+                       usages={'s1': {'VCPU': 2}, 's2': {'VCPU': 2}})
+        self.assertEqual([], checks.check(state))
+        # A third one (two boots raced for the last slot) is beyond them.
+        state.servers.append(dict(_server('s3'), reservation_flavor='r1'))
+        state.providers['h1'].usages['s3'] = {'VCPU': 2}
+        self.assertEqual(['overcommit'], _kinds(checks.check(state)))
+
     def test_leased_work_lent_before_a_promise(self):
         # A leased server that ends at 1h frees its capacity for the
         # promise that starts then.
