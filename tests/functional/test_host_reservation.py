@@ -18,6 +18,7 @@ the harness clock.
 """
 
 
+import datetime
 import time
 
 import fixtures
@@ -363,3 +364,68 @@ class HostReservationTest(HostLeaseMixin, base.LeaseFunctionalBase):
         self.clock.advance(minutes=30)
         self.engine.process_due()
         self.assertEqual('TERMINATED', self._lease(lease['id'])['status'])
+
+
+class IdleHostsTest(HostLeaseMixin, base.LeaseFunctionalBase):
+    """``GET /os-hosts/idle``: when registered hosts have no demand."""
+
+    CLOCK_START = datetime.datetime(2030, 1, 1, 12, 0, 0)
+
+    def _idle(self, status=200, **query):
+        url = PREFIX + '/os-hosts/idle'
+        if query:
+            url += '?' + '&'.join('%s=%s' % kv for kv in sorted(
+                query.items()))
+        resp = self.admin_api.api_get(url, check_response_status=[status])
+        return resp.body
+
+    def test_idle_periods_and_until(self):
+        self._register('host1')
+        self._register('host2')
+        # host1 is promised from 14:00 to 15:00; host2 never.
+        lease = self._create(self._lease_body('2030-01-01 14:00',
+                                              '2030-01-01 15:00'))
+        self.assertEqual(['host1'], self._hosts_of(lease))
+        body = self._idle(start='2030-01-01%2012:00',
+                          end='2030-01-01%2016:00', min_hours=1)
+        hosts = {h['hypervisor_hostname']: h for h in body['hosts']}
+        self.assertEqual(['host1', 'host2'], sorted(hosts))
+        self.assertEqual(
+            [('2030-01-01T12:00:00.000000', '2030-01-01T14:00:00.000000',
+              2.0),
+             ('2030-01-01T15:00:00.000000', '2030-01-01T16:00:00.000000',
+              1.0)],
+            [(p['start'], p['end'], p['hours'])
+             for p in hosts['host1']['idle_periods']])
+        self.assertEqual('2030-01-01T14:00:00.000000',
+                         hosts['host1']['idle_until'])
+        self.assertEqual((4.0, None), (hosts['host2']['idle_hours'],
+                                       hosts['host2']['idle_until']))
+        # At least 2.5 h in one piece: host2 only.
+        body = self._idle(start='2030-01-01%2012:00',
+                          end='2030-01-01%2016:00', min_hours=2.5)
+        self.assertEqual(['host2'], [h['hypervisor_hostname']
+                                     for h in body['hosts']])
+        # A host that runs a server (an admin forced it there) is never
+        # idle.
+        forced = {'server': self._build_server(
+            name='forced', image_uuid=self.image_id, flavor_id='1',
+            networks='none', az='nova:host2')}
+        self._wait_for_state_change(self.admin_api.post_server(forced),
+                                    'ACTIVE')
+        body = self._idle(start='2030-01-01%2012:00',
+                          end='2030-01-01%2016:00', min_hours=2.5)
+        self.assertEqual([], body['hosts'])
+        # Defaults: from now, for a day.
+        body = self._idle()
+        self.assertEqual(('2030-01-01T12:00:00.000000',
+                          '2030-01-02T12:00:00.000000'),
+                         (body['start'], body['end']))
+        # Bad input names the field; users may not ask.
+        for query, field in (({'min_hours': 'many'}, 'min_hours'),
+                             ({'end': '2029-12-31%2010:00'}, 'end'),
+                             ({'start': 'soon'}, 'start')):
+            body = self._idle(status=400, **query)
+            self.assertIn("'%s'" % field, body['error_message'])
+        self.api.api_get(PREFIX + '/os-hosts/idle',
+                         check_response_status=[403])

@@ -71,6 +71,9 @@ ROUTES = {
         'GET': Route(hosts.list_host_allocations,
                      query=host_schemas.ALLOCATIONS_QUERY),
     },
+    '/os-hosts/idle': {
+        'GET': Route(hosts.list_idle_hosts, query=host_schemas.IDLE_QUERY),
+    },
     '/os-hosts/properties': {
         'GET': Route(hosts.list_host_properties,
                      query=host_schemas.PROPERTIES_QUERY),

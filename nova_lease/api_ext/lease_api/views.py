@@ -105,3 +105,16 @@ def format_allocation(item):
             'reservations': [dict(r, start_date=_dt(r['start_date']),
                                   end_date=_dt(r['end_date']))
                              for r in item['reservations']]}
+
+
+def format_idle_host(item):
+    """A registered host with the periods nothing is promised on it."""
+    host = item['host']
+    periods = [{'start': _dt(s), 'end': _dt(e),
+                'hours': round((e - s).total_seconds() / 3600.0, 2)}
+               for s, e in item['periods']]
+    return {'id': str(host['id']),
+            'hypervisor_hostname': host['hypervisor_hostname'],
+            'idle_periods': periods,
+            'idle_hours': round(sum(p['hours'] for p in periods), 2),
+            'idle_until': _dt(item['idle_until'])}

@@ -382,3 +382,55 @@ def host_allocations(db, hosts=None, lease_id=None, reservation_id=None,
         result.append({'resource_id': str(host['id']),
                        'reservations': items})
     return result
+
+
+def idle_periods(bookings, start, end):
+    """The periods of ``[start, end)`` that ``bookings`` leave free.
+
+    :param bookings: ``(start, end)`` pairs of one host (its allocations
+        as booked, cleaning time included).
+    :returns: ``(periods, until)``: the free ``(start, end)`` pairs
+        within the window, and when the host is next booked at or after
+        ``start`` (None: never, as far as the calendar knows).
+    """
+    periods = []
+    cursor = start
+    for b_start, b_end in sorted(bookings):
+        if b_end <= cursor:
+            continue
+        if b_start >= end:
+            break
+        if b_start > cursor:
+            periods.append((cursor, b_start))
+        cursor = max(cursor, b_end)
+    if cursor < end:
+        periods.append((cursor, end))
+    after = [b_start for b_start, b_end in bookings if b_end > start]
+    until = max(min(after), start) if after else None
+    return periods, until
+
+
+def idle_hosts(db, start, end, min_hours=0.0):
+    """Registered hosts free for at least ``min_hours`` in [start, end).
+
+    ``[{'host': host row, 'periods': [(start, end)], 'idle_until':
+    datetime or None}]``, the periods at least ``min_hours`` long.
+    """
+    with db.reader() as session:
+        hosts = db_api.host_list(session)
+        allocations = db_api.allocation_list(session, end=None,
+                                             start=start)
+    by_host = {}
+    for a in allocations:
+        by_host.setdefault(a['host'], []).append((a['start_date'],
+                                                  a['end_date']))
+    shortest = datetime.timedelta(hours=min_hours)
+    result = []
+    for host in hosts:
+        periods, until = idle_periods(
+            by_host.get(host['hypervisor_hostname'], ()), start, end)
+        periods = [(s, e) for s, e in periods if e - s >= shortest]
+        if periods:
+            result.append({'host': host, 'periods': periods,
+                           'idle_until': until})
+    return result

@@ -17,6 +17,8 @@ Nova, unregistering takes it out. Bodies and query strings are validated
 against :mod:`..schemas.hosts` by the router before a handler runs.
 """
 
+import datetime
+
 from oslo_log import log as logging
 from oslo_utils import strutils
 
@@ -197,6 +199,52 @@ def list_host_allocations(req, ctx):
     items = host_allocation.host_allocations(common.db(),
                                              **_allocation_filters(req))
     return 200, {'allocations': [views.format_allocation(i) for i in items]}
+
+
+def _idle_window(req):
+    now = common.now()
+    start = req.GET.get('start')
+    start = now if start in (None, '', 'now') else max(
+        lease_params.parse_datetime(start, 'start'), now)
+    end = req.GET.get('end')
+    end = start + datetime.timedelta(days=1) if end in (None, '') else \
+        lease_params.parse_datetime(end, 'end')
+    if end <= start:
+        raise lease_params.LeaseParamError(
+            'end', 'order', "'end' (%s) must be after 'start' (%s)" % (
+                lease_params.format_short(end),
+                lease_params.format_short(start)))
+    hours = req.GET.get('min_hours') or '0'
+    try:
+        hours = float(hours)
+    except ValueError:
+        hours = -1.0
+    if not 0 <= hours < 1e6:
+        raise lease_params.LeaseParamError(
+            'min_hours', 'type', "'min_hours' must be a number of hours "
+            "(0 or more), got %r" % req.GET.get('min_hours'))
+    return start, end, hours
+
+
+def list_idle_hosts(req, ctx):
+    """GET /os-hosts/idle[?start=&end=&min_hours=]: registered hosts that
+    nothing is promised on for at least ``min_hours`` within the window
+    (default: the next 24 hours), with those periods and until when they
+    stay free. A host that runs servers is never idle.
+    """
+    policy.authorize(ctx, host_policies.ALLOCATIONS,
+                     {'project_id': ctx.project_id})
+    start, end, hours = _idle_window(req)
+    out = []
+    for item in host_allocation.idle_hosts(common.db(), start, end, hours):
+        host = item['host']
+        if nova_hosts.servers_on_host(ctx, host.get('service_host') or
+                                      host['hypervisor_hostname']):
+            continue
+        out.append(views.format_idle_host(item))
+    return 200, {'hosts': out, 'start': lease_params.format_datetime(start),
+                 'end': lease_params.format_datetime(end),
+                 'min_hours': hours}
 
 
 def show_host_allocation(req, ctx, host_id):

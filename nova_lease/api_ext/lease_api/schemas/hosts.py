@@ -95,6 +95,12 @@ ALLOCATIONS_QUERY = {
     'properties': {'lease_id': _TEXT, 'reservation_id': _TEXT},
 }
 
+#: GET /os-hosts/idle: dates as the lease API takes them, hours a number.
+IDLE_QUERY = {
+    'type': 'object',
+    'properties': {'start': _TEXT, 'end': _TEXT, 'min_hours': _TEXT},
+}
+
 #: GET /os-hosts/properties: ``detail`` is read as a boolean (anything
 #: else than a true value, such as 1 or true, is false).
 PROPERTIES_QUERY = {
