@@ -217,9 +217,11 @@ def update_lease(db, lease, body, now):
             elif end != current['end_date']:
                 host_allocation.extend_host_lease(session, current, end,
                                                   cleaning)
-            slot_allocation.rebook_slots(
-                session, current, start, end, now,
-                sizes=slot_allocation.capacities(common.CONF))
+            if any(r['resource_type'] == flavor_plugin.RESOURCE_TYPE
+                   for r in current['reservations']):
+                slot_allocation.rebook_slots(
+                    session, current, start, end, now,
+                    sizes=slot_allocation.capacities(common.CONF))
             instance_leases.move_instance_lease(session, common.CONF,
                                                 current, start, end, now)
             values.update(start_date=start, end_date=end,
