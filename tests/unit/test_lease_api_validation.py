@@ -330,6 +330,7 @@ class RouteTableTest(testtools.TestCase):
                       if r.query is not None}
         self.assertEqual({('/leases', 'GET'),
                           ('/os-hosts/allocations', 'GET'),
+                          ('/os-hosts/idle', 'GET'),
                           ('/os-hosts/{host_id}/allocation', 'GET'),
                           ('/os-hosts/properties', 'GET')}, with_query)
 
