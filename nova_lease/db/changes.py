@@ -35,6 +35,8 @@ CHANGE_RETENTION = datetime.timedelta(hours=24)
 
 #: One journaling transaction in this many (per process) also prunes.
 CHANGE_PRUNE_EVERY = 256
+#: At most this many journal rows pruned by one transaction.
+PRUNE_BATCH = 1000
 
 
 JOURNALED_LEASE_FIELDS = frozenset(
@@ -69,8 +71,17 @@ def journal(session, pairs):
         {'lease_id': lease_id, 'reservation_id': rid, 'created_at': now}
         for lease_id, rid in pairs])
     if _journal_prune_due():
-        session.execute(sa.delete(LEASE_CHANGES).where(
-            LEASE_CHANGES.c.created_at < now - CHANGE_RETENTION))
+        # The old rows by their ids, read without locks, then deleted one
+        # by one: a range delete on created_at would wait (InnoDB's
+        # next-key lock) for any writer in flight whose new journal row
+        # borders the range, up to the lock wait timeout.
+        old = session.execute(
+            sa.select(LEASE_CHANGES.c.id)
+            .where(LEASE_CHANGES.c.created_at < now - CHANGE_RETENTION)
+            .limit(PRUNE_BATCH)).scalars().all()
+        if old:
+            session.execute(sa.delete(LEASE_CHANGES).where(
+                LEASE_CHANGES.c.id.in_(old)))
 
 
 def change_prune(db, before):

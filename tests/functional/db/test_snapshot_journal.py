@@ -423,6 +423,49 @@ class _SQLiteTests(_JournalTests):
 class _ConcurrentTests(_JournalTests):
     """Transactions that commit in another order than they took ids."""
 
+    def test_pruning_writer_does_not_wait_for_one_in_flight(self):
+        # A writer that prunes the journal while another writer's
+        # transaction (with its new journal row) is still open: the prune
+        # must not wait for it (on MariaDB a range delete did, up to the
+        # lock wait timeout, and failed the lease).
+        timeutils.set_time_override(NOW - api.CHANGE_RETENTION - HOUR)
+        self._lease(name='old')
+        timeutils.set_time_override(NOW)
+        inserted, release, errors = (threading.Event(), threading.Event(),
+                                     [])
+
+        def slow():
+            try:
+                with self.db.writer() as session:
+                    api.lease_create(session, {
+                        'name': 'slow', 'project_id': 'p',
+                        'start_date': NOW + HOUR,
+                        'end_date': NOW + 2 * HOUR})
+                    inserted.set()
+                    release.wait(60)
+            except Exception as e:  # reported below
+                errors.append(e)
+                inserted.set()
+
+        thread = threading.Thread(target=slow)
+        thread.start()
+        try:
+            self.assertTrue(inserted.wait(60))
+            self.patch(changes, 'CHANGE_PRUNE_EVERY', 1)
+            began = time.monotonic()
+            self._lease(name='pruning', host='host2')
+            self.assertLess(time.monotonic() - began, 10)
+        finally:
+            release.set()
+            thread.join(60)
+        self.assertEqual([], errors)
+        names = {lease['name'] for lease in api.lease_list(self.db)}
+        self.assertEqual({'old', 'slow', 'pruning'}, names)
+        with self.db.reader() as session:
+            times = sorted(session.execute(
+                sa.select(models.LEASE_CHANGES.c.created_at)).scalars())
+        self.assertEqual([NOW, NOW], times)
+
     def test_out_of_order_commit_is_seen(self):
         first = self._first()
         inserted = threading.Event()
