@@ -132,7 +132,8 @@ _HINT_NAMES = {'name': 'name', 'start': 'start', 'end': 'end',
 _BODY_NAMES = {'name': 'name', 'start': 'start_date', 'end': 'end_date',
                'before_end': 'before_end_date', 'on_end': 'on_end',
                'retries': 'retries', 'type': 'lease_type'}
-_BODY_KEYS = frozenset(_BODY_NAMES.values()) | {'reservations', 'events'}
+#: The keys of a lease-API lease body.
+BODY_KEYS = frozenset(_BODY_NAMES.values()) | {'reservations', 'events'}
 
 
 class LeaseParamError(exception.Invalid):
@@ -643,7 +644,7 @@ def parse_lease_body(body, now, max_duration=None):
     if not isinstance(body, dict):
         raise _error('lease', 'type', "'lease' must be a JSON object, got %s",
                      json_type(body))
-    _check_keys(body, _BODY_KEYS)
+    _check_keys(body, BODY_KEYS)
     events = body.get('events')
     if events is not None:
         if not isinstance(events, list):

@@ -364,7 +364,7 @@ class RouteTableTest(testtools.TestCase):
 
     def test_schema_keys_are_the_parsers(self):
         self.assertEqual(
-            set(params._BODY_KEYS),
+            set(params.BODY_KEYS),
             set(lease_schemas.LEASE['properties']))
         self.assertEqual(
             set(host_request.REQUEST_KEYS),

@@ -21,10 +21,6 @@ first, then ours in brackets (naming the field and the values)::
 
 from nova_lease import params as lease_params
 
-#: The keys of a lease body.
-BODY_KEYS = frozenset({'name', 'start_date', 'end_date', 'before_end_date',
-                       'on_end', 'retries', 'reservations', 'events'})
-
 
 def missing(field, key=None):
     """The refusal of a missing ``field``: Blazar's message first."""
@@ -48,7 +44,7 @@ def in_blazar_words(err, body):
     Blazar's clients and acceptance tests match its messages; ours
     follow in brackets (they name the field and the values).
     """
-    if err.rule == 'required' and err.field in BODY_KEYS:
+    if err.rule == 'required' and err.field in lease_params.BODY_KEYS:
         return missing(err.field)
     words = _BLAZAR_WORDS.get((err.field, err.rule))
     if words is None and err.rule == 'format' and err.field in (
