@@ -35,18 +35,16 @@ RETRIES = 'retries'
 SCHEDULED = 'scheduled'
 
 
-def effective(params, default_type, default_retries, max_retries,
-              field='retries'):
+def effective(params, opts, field='retries'):
     """``(lease_type, retries)`` to record for ``params``.
 
-    :param default_type: ``[nova_lease] default_lease_type``; an
-        ``immediate`` default does not apply to a lease that starts later
-        (it is then ``scheduled``).
-    :param default_retries: ``[nova_lease] max_retries``.
-    :param max_retries: ``[nova_lease] max_lease_retries``.
+    :param opts: the ``[nova_lease]`` options: ``default_lease_type`` (an
+        ``immediate`` default does not apply to a lease that starts later:
+        it is then ``scheduled``), ``max_retries`` (the default retries)
+        and ``max_lease_retries`` (the most a lease may ask for).
     :raises LeaseParamError: (400) a ``retries`` lease asks for more.
     """
-    kind = params.lease_type or default_type
+    kind = params.lease_type or opts.default_lease_type
     if kind == IMMEDIATE and not params.start_now:
         kind = SCHEDULED
     retries = params.retries
@@ -54,10 +52,10 @@ def effective(params, default_type, default_retries, max_retries,
         retries = 0
     elif kind == RETRIES:
         if retries is None:
-            retries = default_retries
-        if retries > max_retries:
+            retries = opts.max_retries
+        if retries > opts.max_lease_retries:
             raise lease_params.LeaseParamError(
                 field, 'range', "'%s' (%d): a lease is retried at most %d "
                 "times ([nova_lease] max_lease_retries)" % (
-                    field, retries, max_retries))
+                    field, retries, opts.max_lease_retries))
     return kind, retries

@@ -56,9 +56,10 @@ def find_flavor(ctx, flavor_id, field):
 
 
 def make(ctx, reservation_id, request):
-    """Create the reservation's flavor and server group.
+    """Create the reservation's flavor (its id: ``reservation_id``) and
+    server group.
 
-    :returns: ``(flavor id, server group uuid or None)``.
+    :returns: the server group's uuid, or None (no affinity).
     :raises FlavorError: (409) Nova refused; nothing is left behind.
     """
     admin = ctx.elevated()
@@ -70,7 +71,7 @@ def make(ctx, reservation_id, request):
         raise FlavorError(reason='cannot create the flavor of reservation '
                           '%s: %s' % (reservation_id, e)) from e
     if request.affinity is None:
-        return reservation_id, None
+        return None
     group = objects.InstanceGroup(
         context=ctx, project_id=ctx.project_id, user_id=ctx.user_id,
         name='reservation:%s' % reservation_id,
@@ -81,7 +82,7 @@ def make(ctx, reservation_id, request):
         discard(ctx, reservation_id, None)
         raise FlavorError(reason='cannot create the server group of '
                           'reservation %s: %s' % (reservation_id, e)) from e
-    return reservation_id, group.uuid
+    return group.uuid
 
 
 def resize(ctx, reservation_id, request, server_group_id):

@@ -153,16 +153,18 @@ def parse(lease, items):
 def apply(session, changes, start, end, now, started):
     """Book the changes in the update's writer ``session``."""
     cleaning = common.opts().cleaning_time
+    sizes = None
     for change in changes:
         if isinstance(change.request, host_request.HostRequest):
             change.added, _removed = host_allocation.update_host_reservation(
                 session, change.reservation, change.request, start, end,
                 cleaning, started=started, field=change.field)
         else:
+            if sizes is None:
+                sizes = slot_allocation.capacities(common.CONF)
             change.added = slot_allocation.update_slots(
                 session, change.reservation, change.request, start, end,
-                now, started=started, field=change.field,
-                sizes=slot_allocation.capacities(common.CONF))
+                now, started=started, field=change.field, sizes=sizes)
 
 
 def after_commit(ctx, lease, changes):

@@ -92,14 +92,6 @@ class LinkError(exception.NovaLeaseException):
     msg_fmt = 'Could not link servers to lease %(lease_id)s: %(reason)s'
 
 
-def _type_of(conf, params):
-    """(lease type, retries) of a lease made with boot hints."""
-    opts = conf.nova_lease
-    return lease_types.effective(params, opts.default_lease_type,
-                                 opts.max_retries, opts.max_lease_retries,
-                                 field='lease_params.retries')
-
-
 def flavor_sizes(flavor):
     """{'vcpus', 'memory_mb', 'disk_gb'} of a Nova flavor (object/dict)."""
     def get(name):
@@ -151,7 +143,8 @@ def create_instance_lease(db, conf, params, project_id, user_id, flavor,
             'status': str(_R.PENDING),
             'properties': properties,
         })
-    lease_type, retries = _type_of(conf, params)
+    lease_type, retries = lease_types.effective(
+        params, conf.nova_lease, field='lease_params.retries')
     values = {
         'id': lease_id, 'name': params.name, 'project_id': project_id,
         'user_id': user_id, 'start_date': params.start,
@@ -220,7 +213,8 @@ def create_deferred_instance_lease(db, conf, params, project_id, user_id,
             'status': str(_R.PENDING),
             'properties': properties,
         })
-    lease_type, retries = _type_of(conf, params)
+    lease_type, retries = lease_types.effective(
+        params, conf.nova_lease, field='lease_params.retries')
     values = {
         'id': lease_id, 'name': params.name, 'project_id': project_id,
         'user_id': user_id, 'start_date': params.start,

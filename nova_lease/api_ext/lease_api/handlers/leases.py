@@ -130,7 +130,7 @@ def _make_flavors(ctx, slots):
     try:
         for field, request in slots:
             rid = uuidutils.generate_uuid()
-            flavor_id, group_id = nova_flavors.make(ctx, rid, request)
+            group_id = nova_flavors.make(ctx, rid, request)
             made.append((field, request, rid, group_id))
     except Exception:
         _discard_flavors(ctx, made)
@@ -173,9 +173,7 @@ def create_lease(req, ctx, body):
         instances={key: sum(getattr(r, key) * r.amount for _f, r in slots)
                    for key in ('vcpus', 'memory_mb', 'disk_gb')})
     before_end = params.effective_before_end(opts.minutes_before_end_lease)
-    lease_type, retries = lease_types.effective(
-        params, opts.default_lease_type, opts.max_retries,
-        opts.max_lease_retries)
+    lease_type, retries = lease_types.effective(params, opts)
     values = {
         'name': params.name, 'project_id': ctx.project_id,
         'user_id': ctx.user_id, 'start_date': params.start,
