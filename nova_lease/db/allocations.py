@@ -65,7 +65,8 @@ def allocation_list(db, hosts=None, start=None, end=None,
     """Allocation dicts overlapping [start, end), ordered by host, start.
 
     An allocation [s, e) overlaps when s < end and e > start; a missing
-    bound is unbounded. hosts: a list of hypervisor hostnames.
+    bound is unbounded. hosts: a list of hypervisor hostnames;
+    reservation_id: one id or a list of them.
     """
     stmt = sa.select(*common.ALLOCATION_COLUMNS)
     hosts = common.as_list(hosts)
@@ -75,8 +76,9 @@ def allocation_list(db, hosts=None, start=None, end=None,
         stmt = stmt.where(ALLOCATIONS.c.start_date < common.naive_utc(end))
     if start is not None:
         stmt = stmt.where(ALLOCATIONS.c.end_date > common.naive_utc(start))
-    if reservation_id is not None:
-        stmt = stmt.where(ALLOCATIONS.c.reservation_id == reservation_id)
+    reservation_ids = common.as_list(reservation_id)
+    if reservation_ids is not None:
+        stmt = stmt.where(ALLOCATIONS.c.reservation_id.in_(reservation_ids))
     if lease_id is not None:
         stmt = stmt.where(ALLOCATIONS.c.reservation_id.in_(
             sa.select(RESERVATIONS.c.id)

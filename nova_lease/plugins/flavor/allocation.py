@@ -218,9 +218,8 @@ def rebook_slots(session, lease, start, end, now, sizes=None):
     if not own:
         return
     own_ids = {r['id'] for r in own}
-    allocations = [a for a in db_api.allocation_list(session,
-                                                     lease_id=lease['id'])
-                   if a['reservation_id'] in own_ids]
+    allocations = db_api.allocation_list(session,
+                                         reservation_id=sorted(own_ids))
     names = sorted({a['host'] for a in allocations})
     db_api.lock_hosts(session, names)
     grows = start < lease['start_date'] or end > lease['end_date']

@@ -230,9 +230,8 @@ def move_host_lease(session, lease, start, end, cleaning_minutes=0):
                     if r['resource_type'] == RESOURCE_TYPE]
     own = [r['id'] for r in reservations]
     current = {}
-    for a in db_api.allocation_list(session, lease_id=lease['id']):
-        if a['reservation_id'] in own:
-            current.setdefault(a['reservation_id'], []).append(a)
+    for a in db_api.allocation_list(session, reservation_id=own):
+        current.setdefault(a['reservation_id'], []).append(a)
     names = sorted({a['host'] for allocs in current.values()
                     for a in allocs})
     db_api.lock_hosts(session, names)
@@ -272,11 +271,9 @@ def extend_host_lease(session, lease, new_end, cleaning_minutes=0):
     """
     stop = booked_end(new_end, cleaning_minutes)
     own = {r['id'] for r in lease['reservations']}
-    hosts_of = {r['id'] for r in lease['reservations']
-                if r['resource_type'] == RESOURCE_TYPE}
-    allocations = [a for a in db_api.allocation_list(session,
-                                                     lease_id=lease['id'])
-                   if a['reservation_id'] in hosts_of]
+    allocations = db_api.allocation_list(session, reservation_id=[
+        r['id'] for r in lease['reservations']
+        if r['resource_type'] == RESOURCE_TYPE])
     names = sorted({a['host'] for a in allocations})
     db_api.lock_hosts(session, names)
     if new_end > lease['end_date']:

@@ -455,10 +455,8 @@ def move_instance_lease(session, conf, lease, start, end, now,
            r['status'] in (str(_R.PENDING), str(_R.ACTIVE))]
     if not own:
         return
-    own_ids = {r['id'] for r in own}
-    allocations = [a for a in db_api.allocation_list(session,
-                                                     lease_id=lease['id'])
-                   if a['reservation_id'] in own_ids]
+    allocations = db_api.allocation_list(
+        session, reservation_id=[r['id'] for r in own])
     old_start, old_end = lease['start_date'], lease['end_date']
     if start == old_start and end <= old_end:
         for a in allocations:
