@@ -166,6 +166,16 @@ class OSCMixin(object):
         except ValueError:
             self.fail('not JSON: %r' % text)
 
+    def _osc_lease(self, name, reservation, hours=2):
+        """``openstack reservation lease create`` from now, for ``hours``,
+        with one ``--reservation``; the lease shown.
+        """
+        end = (self.clock.now + datetime.timedelta(hours=hours)).strftime(
+            '%Y-%m-%d %H:%M')
+        return self._osc_json(
+            'reservation', 'lease', 'create', '--start-date', 'now',
+            '--end-date', end, '--reservation', reservation, name)
+
 
 class OpenStackCLITest(OSCMixin, base.LeaseFunctionalBase):
     """``openstack reservation ...`` (OSC + the blazarclient plugin)."""
@@ -177,14 +187,9 @@ class OpenStackCLITest(OSCMixin, base.LeaseFunctionalBase):
         hosts = self._osc_json('reservation', 'host', 'list', user='admin')
         self.assertEqual(['host1'], [h['hypervisor_hostname']
                                      for h in hosts])
-        end = (self.clock.now + datetime.timedelta(hours=2)).strftime(
-            '%Y-%m-%d %H:%M')
-        lease = self._osc_json(
-            'reservation', 'lease', 'create', '--start-date', 'now',
-            '--end-date', end, '--reservation',
-            'resource_type=physical:host,min=1,max=1,'
-            'resource_properties=["==", "$ssd", "true"]',
-            'cli-lease')
+        lease = self._osc_lease(
+            'cli-lease', 'resource_type=physical:host,min=1,max=1,'
+            'resource_properties=["==", "$ssd", "true"]')
         self.assertEqual('cli-lease', lease['name'])
         leases = self._osc_json('reservation', 'lease', 'list')
         self.assertEqual([lease['id']], [x['id'] for x in leases])
@@ -222,14 +227,10 @@ class OpenStackCLIInstanceTest(OSCMixin, base.LeaseFunctionalBase):
     def test_instance_reservation_commands(self):
         for host in ('host1', 'host2'):
             self._osc('reservation', 'host', 'create', host, user='admin')
-        end = (self.clock.now + datetime.timedelta(hours=2)).strftime(
-            '%Y-%m-%d %H:%M')
-        lease = self._osc_json(
-            'reservation', 'lease', 'create', '--start-date', 'now',
-            '--end-date', end, '--reservation',
-            'resource_type=virtual:instance,vcpus=1,memory_mb=512,'
-            'disk_gb=1,amount=1,affinity=False,resource_properties=',
-            'vm-lease')
+        lease = self._osc_lease(
+            'vm-lease', 'resource_type=virtual:instance,vcpus=1,'
+            'memory_mb=512,disk_gb=1,amount=1,affinity=False,'
+            'resource_properties=')
         [res] = self._reservations(lease)
         self.assertEqual('virtual:instance', res['resource_type'])
         self.assertEqual(1, res['amount'])

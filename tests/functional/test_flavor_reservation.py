@@ -352,23 +352,16 @@ class ReservationUpdateTest(FlavorLeaseMixin, base.LeaseFunctionalBase):
 class PendingDeleteTest(FlavorLeaseMixin, base.LeaseFunctionalBase):
 
     def test_deleting_a_pending_instance_lease_leaves_nothing(self):
-        flavors = {f['id'] for f in self.admin_api.api_get(
-            '/flavors?is_public=None').body['flavors']}
+        flavors = self._flavors()
         lease = self._create(self._lease_body(
-            self._at(hours=2), self._at(hours=3), reservations=[{
-                'resource_type': 'virtual:instance', 'amount': 1,
-                'vcpus': 1, 'memory_mb': 512, 'disk_gb': 1,
-                'affinity': True}]))
+            self._at(hours=2), self._at(hours=3),
+            reservations=[self._instance_res(1, affinity=True)]))
         [res] = lease['reservations']
-        self.assertIn(res['id'], {f['id'] for f in self.admin_api.api_get(
-            '/flavors?is_public=None').body['flavors']})
+        self.assertIn(res['id'], self._flavors())
         self.api.api_delete(PREFIX + '/leases/%s' % lease['id'],
                             check_response_status=[204])
         self.engine.process_due()
         self.assertEqual('TERMINATED', self._lease(lease['id'])['status'])
-        self.assertEqual(flavors, {f['id'] for f in self.admin_api.api_get(
-            '/flavors?is_public=None').body['flavors']})
-        groups = self.admin_api.api_get(
-            '/os-server-groups?all_projects=True').body['server_groups']
-        self.assertNotIn(res['server_group_id'], [g['id'] for g in groups])
+        self.assertEqual(flavors, self._flavors())
+        self.assertNotIn(res['server_group_id'], self._groups())
         self.assertEqual([], self._hosts_of(lease))

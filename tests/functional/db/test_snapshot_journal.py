@@ -17,6 +17,7 @@ patched snapshot equals one read from scratch; on SQLite,
 MariaDB/MySQL and PostgreSQL.
 """
 
+import contextlib
 import datetime
 import threading
 import time
@@ -423,24 +424,23 @@ class _SQLiteTests(_JournalTests):
 class _ConcurrentTests(_JournalTests):
     """Transactions that commit in another order than they took ids."""
 
-    def test_pruning_writer_does_not_wait_for_one_in_flight(self):
-        # A writer that prunes the journal while another writer's
-        # transaction (with its new journal row) is still open: the prune
-        # must not wait for it (on MariaDB a range delete did, up to the
-        # lock wait timeout, and failed the lease).
-        timeutils.set_time_override(NOW - api.CHANGE_RETENTION - HOUR)
-        self._lease(name='old')
-        timeutils.set_time_override(NOW)
+    @contextlib.contextmanager
+    def _writer_in_flight(self, reservations=()):
+        """While the body runs, a lease 'slow' (``self._slow_lease``) is
+        written by another thread whose transaction stays open; it
+        commits after the body.
+        """
         inserted, release, errors = (threading.Event(), threading.Event(),
                                      [])
 
         def slow():
             try:
                 with self.db.writer() as session:
-                    api.lease_create(session, {
+                    self._slow_lease = api.lease_create(session, {
                         'name': 'slow', 'project_id': 'p',
                         'start_date': NOW + HOUR,
-                        'end_date': NOW + 2 * HOUR})
+                        'end_date': NOW + 2 * HOUR},
+                        reservations=reservations)
                     inserted.set()
                     release.wait(60)
             except Exception as e:  # reported below
@@ -451,14 +451,25 @@ class _ConcurrentTests(_JournalTests):
         thread.start()
         try:
             self.assertTrue(inserted.wait(60))
-            self.patch(changes, 'CHANGE_PRUNE_EVERY', 1)
-            began = time.monotonic()
-            self._lease(name='pruning', host='host2')
-            self.assertLess(time.monotonic() - began, 10)
+            yield
         finally:
             release.set()
             thread.join(60)
         self.assertEqual([], errors)
+
+    def test_pruning_writer_does_not_wait_for_one_in_flight(self):
+        # A writer that prunes the journal while another writer's
+        # transaction (with its new journal row) is still open: the prune
+        # must not wait for it (on MariaDB a range delete did, up to the
+        # lock wait timeout, and failed the lease).
+        timeutils.set_time_override(NOW - api.CHANGE_RETENTION - HOUR)
+        self._lease(name='old')
+        timeutils.set_time_override(NOW)
+        with self._writer_in_flight():
+            self.patch(changes, 'CHANGE_PRUNE_EVERY', 1)
+            began = time.monotonic()
+            self._lease(name='pruning', host='host2')
+            self.assertLess(time.monotonic() - began, 10)
         names = {lease['name'] for lease in api.lease_list(self.db)}
         self.assertEqual({'old', 'slow', 'pruning'}, names)
         with self.db.reader() as session:
@@ -468,39 +479,15 @@ class _ConcurrentTests(_JournalTests):
 
     def test_out_of_order_commit_is_seen(self):
         first = self._first()
-        inserted = threading.Event()
-        release = threading.Event()
-        errors = []
-
-        def slow():
-            try:
-                with self.db.writer() as session:
-                    self._slow_lease = api.lease_create(session, {
-                        'name': 'slow', 'project_id': 'p',
-                        'start_date': NOW + HOUR,
-                        'end_date': NOW + 2 * HOUR}, reservations=[{
-                            'resource_type': 'virtual:instance',
-                            'allocations': [{
-                                'host': 'host1', 'start_date': NOW + HOUR,
-                                'end_date': NOW + 2 * HOUR, 'vcpus': 1}]}])
-                    inserted.set()
-                    release.wait(60)
-            except Exception as e:  # reported below
-                errors.append(e)
-                inserted.set()
-
-        thread = threading.Thread(target=slow)
-        thread.start()
-        try:
-            self.assertTrue(inserted.wait(60))
+        with self._writer_in_flight(reservations=[{
+                'resource_type': 'virtual:instance',
+                'allocations': [{
+                    'host': 'host1', 'start_date': NOW + HOUR,
+                    'end_date': NOW + 2 * HOUR, 'vcpus': 1}]}]):
             fast = self._lease(name='fast', host='host2')
             snap = self._next(first)
             self.assertIn(fast['reservations'][0]['id'], snap.reservations)
             self.assertEqual(1, len(snap.reservations))
-        finally:
-            release.set()
-            thread.join(60)
-        self.assertEqual([], errors)
         with self.db.reader() as session:
             ids = dict(session.execute(sa.select(
                 models.LEASE_CHANGES.c.lease_id,
