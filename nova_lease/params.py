@@ -183,6 +183,11 @@ def _error(field, rule, fmt, *args):
     return LeaseParamError(field, rule, fmt % args if args else fmt)
 
 
+#: The LeaseParamError of ``fmt % args``, for the other validators of
+#: lease requests (host and instance reservations, updates).
+error = _error
+
+
 def quoted(value, limit=60):
     """A value as an error message quotes it (its repr, cut to limit)."""
     text = repr(value)

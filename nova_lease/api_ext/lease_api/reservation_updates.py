@@ -46,16 +46,12 @@ from nova_lease.plugins.host import allocation as host_allocation
 from nova_lease.plugins.host import request as host_request
 
 LOG = logging.getLogger(__name__)
+_error = lease_params.error
 
 HOST_KEYS = frozenset({'id', 'resource_type', 'min', 'max',
                        'hypervisor_properties', 'resource_properties'})
 SLOT_KEYS = frozenset({'id', 'resource_type', 'amount', 'vcpus',
                        'memory_mb', 'disk_gb'})
-
-
-def _error(field, rule, fmt, *args):
-    return lease_params.LeaseParamError(field, rule,
-                                        fmt % args if args else fmt)
 
 
 @dataclasses.dataclass

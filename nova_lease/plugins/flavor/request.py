@@ -46,11 +46,7 @@ KEYS = {
     'flavor:instance': frozenset(_COMMON_KEYS + ('flavor_id',)),
 }
 _NONE_VALUES = (None, '', 'None', 'none', 'null')
-
-
-def _error(field, rule, fmt, *args):
-    return lease_params.LeaseParamError(field, rule,
-                                        fmt % args if args else fmt)
+_error = lease_params.error
 
 
 @dataclasses.dataclass(frozen=True)

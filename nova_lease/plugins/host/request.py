@@ -51,11 +51,7 @@ QUERY_COMPARISONS = {
 }
 _QUERY_OPERATORS = frozenset(QUERY_COMPARISONS) | {'and', 'or', 'not', 'in'}
 MAX_HOSTS = 10000
-
-
-def _error(field, rule, fmt, *args):
-    return lease_params.LeaseParamError(field, rule,
-                                        fmt % args if args else fmt)
+_error = lease_params.error
 
 
 @dataclasses.dataclass(frozen=True)
