@@ -30,7 +30,6 @@ plugin_call_timeout`` seconds.
 
 from oslo_log import log as logging
 
-from nova_lease import compute
 from nova_lease.plugins import base
 from nova_lease.plugins.flavor import RESOURCE_TYPE
 from nova_lease.plugins.host import plugin as host_plugin
@@ -62,23 +61,18 @@ class FlavorPlugin(host_plugin.HostPlugin):
         aggregate = self._ensure_aggregate(self._aggregates(), lease,
                                            reservation)
         for host in hosts:
-            if host not in (aggregate.get('hosts') or []):
-                try:
-                    aggregate = self.compute.add_aggregate_host(
-                        aggregate['id'], host)
-                except compute.ComputeConflict:
-                    LOG.info('Host %s is already in %s', host, name)
+            aggregate = self._add_host(aggregate, host, name)
         flavor_id = self._props(reservation).get('flavor_id')
         if flavor_id:
             self.compute.add_flavor_access(flavor_id, lease['project_id'])
 
     def on_end(self, lease, reservation):
-        return self._release(lease, reservation)
+        return self._end(lease, reservation)
 
     def cancel(self, lease, reservation):
-        return self._release(lease, reservation)
+        return self._end(lease, reservation)
 
-    def _release(self, lease, reservation, action=None):
+    def _end(self, lease, reservation):
         props = self._props(reservation)
         flavor_id = props.get('flavor_id')
         if flavor_id:
@@ -96,12 +90,7 @@ class FlavorPlugin(host_plugin.HostPlugin):
                                              gone_ok=True, fail_statuses=())
         aggregate = self._own_aggregate(self._aggregates(), reservation)
         if aggregate is not None:
-            for host in aggregate.get('hosts') or []:
-                try:
-                    self.compute.remove_aggregate_host(aggregate['id'], host)
-                except compute.ComputeNotFound:
-                    pass
-            self.compute.delete_aggregate(aggregate['id'])
+            self._delete_aggregate(aggregate, lease, aggregate['name'])
         if flavor_id:
             self.compute.delete_flavor(flavor_id)
         if props.get('server_group_id'):

@@ -156,6 +156,30 @@ class HostPlugin(base.ComputePlugin):
                                                             metadata)
         return aggregate
 
+    def _add_host(self, aggregate, host, name):
+        """``aggregate`` with ``host`` in it (added if missing)."""
+        if host in (aggregate.get('hosts') or []):
+            return aggregate
+        LOG.info('Adding host %(host)s to %(name)s',
+                 {'host': host, 'name': name})
+        try:
+            return self.compute.add_aggregate_host(aggregate['id'], host)
+        except compute.ComputeConflict:
+            LOG.info('Host %s is already in %s', host, name)
+            return aggregate
+
+    def _delete_aggregate(self, aggregate, lease, name):
+        """Empty the reservation's aggregate and delete it."""
+        # A host not ours (added by hand) would keep the aggregate.
+        for host in aggregate.get('hosts') or []:
+            try:
+                self.compute.remove_aggregate_host(aggregate['id'], host)
+            except compute.ComputeNotFound:
+                pass
+        LOG.info('Deleting aggregate %(name)s of lease %(lease)s',
+                 {'name': name, 'lease': lease['id']})
+        self.compute.delete_aggregate(aggregate['id'])
+
     def _freepool(self, aggregates, create=False):
         name = self.conf.nova_lease.freepool_aggregate
         pool = aggregates.get(name)
@@ -182,14 +206,7 @@ class HostPlugin(base.ComputePlugin):
                                       {'aggregate_id': aggregate['id']})
         pool = self._freepool(aggregates)
         for host in hosts:
-            if host not in (aggregate.get('hosts') or []):
-                LOG.info('Moving host %(host)s into %(name)s',
-                         {'host': host, 'name': name})
-                try:
-                    aggregate = self.compute.add_aggregate_host(
-                        aggregate['id'], host)
-                except compute.ComputeConflict:
-                    LOG.info('Host %s is already in %s', host, name)
+            aggregate = self._add_host(aggregate, host, name)
             if pool is not None and host in (pool.get('hosts') or []):
                 try:
                     pool = self.compute.remove_aggregate_host(pool['id'],
@@ -218,13 +235,7 @@ class HostPlugin(base.ComputePlugin):
         aggregate = self._own_aggregate(aggregates, reservation)
         pool = self._freepool(aggregates, create=True)
         for host in hosts:
-            if host not in (pool.get('hosts') or []):
-                LOG.info('Returning host %(host)s to the free pool',
-                         {'host': host})
-                try:
-                    pool = self.compute.add_aggregate_host(pool['id'], host)
-                except compute.ComputeConflict:
-                    LOG.info('Host %s is already in the free pool', host)
+            pool = self._add_host(pool, host, pool['name'])
             if aggregate is not None and host in (aggregate.get('hosts')
                                                   or []):
                 try:
@@ -233,12 +244,7 @@ class HostPlugin(base.ComputePlugin):
                 except compute.ComputeNotFound:
                     pass
         if aggregate is not None:
-            # A host not ours (added by hand) would keep the aggregate.
-            for host in aggregate.get('hosts') or []:
-                self.compute.remove_aggregate_host(aggregate['id'], host)
-            LOG.info('Deleting aggregate %(name)s of lease %(lease)s',
-                     {'name': name, 'lease': lease['id']})
-            self.compute.delete_aggregate(aggregate['id'])
+            self._delete_aggregate(aggregate, lease, name)
         return self._note(lease, reservation, left)
 
     @staticmethod
