@@ -193,18 +193,7 @@ class BestEffortTimeoutTest(BestEffortMixin, base.LeaseFunctionalBase):
                 'host5': HOST}
 
     def test_timeout_half_way_restores_everything(self):
-        self._register('host1')
-        movable = self._server_on('host2', 'movable')
-        stuck = self._server_on('host3', 'stuck')
-        for host, n in (('host4', 2), ('host5', 3)):
-            for i in range(n):
-                self._server_on(host, '%s-%d' % (host, i))
-        # Nova refuses to live-migrate one of them.
-        faults = lease_fixtures.FaultInjector(self.keystone.nova_app)
-        self.keystone.nova_app = faults
-        faults.fail('live', 'POST', r'/servers/%s/action$' % stuck['id'],
-                    body='"os-migrateLive"', status=409)
-        lease = self._best_effort(3)
+        lease, movable, stuck, _faults = self._hunting()
         self.assertEqual('IN_PROGRESS', lease['status'])
         self.assertEqual(['host1', 'host2', 'host3'], self._hosts_of(lease))
         rid = lease['reservations'][0]['id']
@@ -247,3 +236,50 @@ class BestEffortTimeoutTest(BestEffortMixin, base.LeaseFunctionalBase):
         self.engine.process_due()
         self.assertEqual('TERMINATED', self._lease(lease['id'])['status'])
         self.assertEqual(['host1'], self._aggregate('freepool')['hosts'])
+
+    def _half_way(self):
+        """A lease IN_PROGRESS: host2 emptied, host3's server refused."""
+        lease, _movable, stuck, faults = self._hunting()
+        self.engine.process_due()
+        self.assertEqual('IN_PROGRESS', self._lease(lease['id'])['status'])
+        return lease, stuck, faults
+
+    def _hunting(self):
+        """A best-effort lease for host1 (free), host2 and host3, whose
+        server Nova refuses to live-migrate.
+        """
+        self._register('host1')
+        movable = self._server_on('host2', 'movable')
+        stuck = self._server_on('host3', 'stuck')
+        for host, n in (('host4', 2), ('host5', 3)):
+            for i in range(n):
+                self._server_on(host, '%s-%d' % (host, i))
+        faults = lease_fixtures.FaultInjector(self.keystone.nova_app)
+        self.keystone.nova_app = faults
+        faults.fail('live', 'POST', r'/servers/%s/action$' % stuck['id'],
+                    body='"os-migrateLive"', status=409)
+        # Nova refuses to live-migrate one of them.
+        return self._best_effort(3), movable, stuck, faults
+
+    def test_deleted_while_hunting(self):
+        lease, stuck, _faults = self._half_way()
+        self.api.api_delete(PREFIX + '/leases/%s' % lease['id'])
+        self.engine.process_due()
+        self.assertEqual('TERMINATED', self._lease(lease['id'])['status'])
+        # The reservable host stays in the free pool; the hosts taken
+        # from the cloud do not join it.
+        self.assertEqual(['host1'], self._aggregate('freepool')['hosts'])
+        self.assertEqual('host3', self._settled(stuck))
+
+    def test_cold_migration_when_live_is_refused_and_allowed(self):
+        self.flags(best_effort_cold_migration=True, group='nova_lease')
+        self.engine, self.plugin = self._engine(
+            best_effort_cold_migration=True)
+        lease, _movable, stuck, faults = self._hunting()
+        # It cold-migrates the server live migration cannot move, and
+        # confirms it.
+        self.engine.process_due()
+        lease = self._lease(lease['id'])
+        self.assertEqual('ACTIVE', lease['status'], lease['status_reason'])
+        self.assertNotIn(self._settled(stuck), ('host1', 'host2', 'host3'))
+        self.assertGreater(faults.faults['live'], 0)
