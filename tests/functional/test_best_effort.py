@@ -93,6 +93,8 @@ class BestEffortTest(BestEffortMixin, base.LeaseFunctionalBase):
         lease = self._best_effort(2)
         self.assertEqual('IN_PROGRESS', lease['status'])
         self.assertEqual('best_effort', lease['lease_type'])
+        self.assertEqual(1, lease['reservations'][0]['best_effort_hosts'])
+        self.assertNotIn('best_effort', lease['reservations'][0])
         # The free reservable host, then the cheapest to empty.
         self.assertEqual(sorted(['host1', others[0]]), self._hosts_of(lease))
         rid = lease['reservations'][0]['id']
