@@ -24,6 +24,7 @@ lost and none left migrating; a leased server is never moved.
 from nova.tests.functional.api import client as api_client
 from oslo_serialization import jsonutils
 
+from nova_lease import audit
 from nova_lease.db import api as db_api
 from nova_lease.plugins.host import plugin as host_plugin
 from tests.functional import base
@@ -207,6 +208,10 @@ class BestEffortTimeoutTest(BestEffortMixin, base.LeaseFunctionalBase):
         self.assertIn(stuck['id'], lease['status_reason'])
         self.assertNotIn(self._settled(movable), ('host1', 'host2', 'host3'))
         self.assertEqual('host3', self._settled(stuck))
+        # The auditor knows a hunt: the server in its way is being moved,
+        # no over-commitment.
+        self.assertEqual([], [f for f in audit.run(self.engine.conf)
+                              if f.check == 'overcommit'])
         [start] = [e for e in lease['events']
                    if e['event_type'] == 'start_lease']
         self.assertEqual('UNDONE', start['status'])
