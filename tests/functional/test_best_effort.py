@@ -21,6 +21,9 @@ rest of the cloud cannot take the servers; TIMEDOUT after
 lost and none left migrating; a leased server is never moved.
 """
 
+import time
+import types
+
 from nova.tests.functional.api import client as api_client
 from oslo_serialization import jsonutils
 
@@ -196,6 +199,10 @@ class BestEffortTimeoutTest(BestEffortMixin, base.LeaseFunctionalBase):
                 'host5': HOST}
 
     def test_timeout_half_way_restores_everything(self):
+        sent = []
+        self.engine.notifier = types.SimpleNamespace(
+            notify=lambda event_type, lease, reservations=None: sent.append(
+                (event_type, lease['status'])))
         lease, movable, stuck, _faults = self._hunting()
         self.assertEqual('IN_PROGRESS', lease['status'])
         self.assertEqual(['host1', 'host2', 'host3'], self._hosts_of(lease))
@@ -225,6 +232,14 @@ class BestEffortTimeoutTest(BestEffortMixin, base.LeaseFunctionalBase):
         self.assertIn('best_effort_timeout', lease['status_reason'])
         self.assertIn(stuck['id'], lease['status_reason'])
         self.assertEqual('deleted', lease['reservations'][0]['status'])
+        # Each phase is notified (by the engine's notification pool).
+        for _i in range(100):
+            if ('lease.timedout', 'TIMEDOUT') in sent:
+                break
+            time.sleep(0.1)
+        self.assertEqual([('lease.in_progress', 'IN_PROGRESS'),
+                          ('lease.timedout', 'TIMEDOUT')],
+                         sorted(set(sent)))
         self.assertEqual([], self._hosts_of(lease))
         self.assertEqual(['host1'], self._aggregate('freepool')['hosts'])
         self.assertIsNone(self._aggregate(host_plugin.aggregate_name(rid)))
