@@ -160,6 +160,36 @@ def _move_events(session, lease, start, end, before_end, now):
             'time': max(before_end, now), 'status': undone})
 
 
+def _move_hosts(session, lease, start, end, now):
+    cleaning = common.opts().cleaning_time
+    if lease['status'] == _L.PENDING:
+        host_allocation.move_host_lease(session, lease, start, end, cleaning)
+    elif end != lease['end_date']:
+        host_allocation.extend_host_lease(session, lease, end, cleaning)
+
+
+def _move_slots(session, lease, start, end, now):
+    slot_allocation.rebook_slots(
+        session, lease, start, end, now,
+        sizes=slot_allocation.capacities(common.CONF))
+
+
+def _move_instances(session, lease, start, end, now):
+    instance_leases.move_instance_lease(session, common.CONF, lease, start,
+                                        end, now)
+
+
+#: How the reservations of each resource type follow a lease's new dates:
+#: ``move(session, lease, start, end, now)``, in the update's writer
+#: transaction; a 409 rolls the whole update back. A lease with a
+#: reservation of another type keeps its dates (400).
+DATE_CHANGES = {
+    host_allocation.RESOURCE_TYPE: _move_hosts,
+    flavor_plugin.RESOURCE_TYPE: _move_slots,
+    instance_leases.RESOURCE_TYPE: _move_instances,
+}
+
+
 def _check_changeable(lease, action):
     """409 unless the lease is PENDING or ACTIVE."""
     if lease['status'] not in (_L.PENDING, _L.ACTIVE):
@@ -178,7 +208,6 @@ def update_lease(db, lease, body, now):
         what the caller tells Nova once committed
         (:func:`reservation_updates.after_commit`).
     """
-    cleaning = common.opts().cleaning_time
     changes = []
     with db.writer() as session:
         current = db_api.lease_get(session, lease['id'])
@@ -188,12 +217,8 @@ def update_lease(db, lease, body, now):
         dates = ('start_date', 'end_date', 'before_end_date')
         if any(body.get(k) is not None for k in dates):
             _check_changeable(current, 'changing its dates')
-            others = sorted({
-                r['resource_type'] for r in current['reservations']
-                if r['resource_type'] not in (
-                    host_allocation.RESOURCE_TYPE,
-                    flavor_plugin.RESOURCE_TYPE,
-                    instance_leases.RESOURCE_TYPE)})
+            types = {r['resource_type'] for r in current['reservations']}
+            others = sorted(types - set(DATE_CHANGES))
             if others:
                 raise lease_params.LeaseParamError(
                     'end_date' if body.get('end_date') else 'start_date',
@@ -211,19 +236,9 @@ def update_lease(db, lease, body, now):
                         session, lease_id=current['id'])
                         if a['reservation_id'] in host_ids}), now,
                     lease_id=current['id'])
-            if current['status'] == _L.PENDING:
-                host_allocation.move_host_lease(session, current, start,
-                                                end, cleaning)
-            elif end != current['end_date']:
-                host_allocation.extend_host_lease(session, current, end,
-                                                  cleaning)
-            if any(r['resource_type'] == flavor_plugin.RESOURCE_TYPE
-                   for r in current['reservations']):
-                slot_allocation.rebook_slots(
-                    session, current, start, end, now,
-                    sizes=slot_allocation.capacities(common.CONF))
-            instance_leases.move_instance_lease(session, common.CONF,
-                                                current, start, end, now)
+            for rtype, move in DATE_CHANGES.items():
+                if rtype in types:
+                    move(session, current, start, end, now)
             values.update(start_date=start, end_date=end,
                           before_end_date=before_end)
             _move_events(session, current, start, end, before_end, now)

@@ -59,6 +59,7 @@ from nova_lease import compute
 from nova_lease.db import api as db_api
 from nova_lease import hunt as hunt_core
 from nova_lease.plugins import base
+from nova_lease.plugins.instance import leases as instance_leases
 from nova_lease import status
 
 LOG = logging.getLogger(__name__)
@@ -85,6 +86,9 @@ BEST_EFFORT = 'best_effort'
 #: Migrations of one server tried in one attempt of a hunt before the
 #: attempt gives up on it (the next attempt, later, tries again).
 MIGRATION_TRIES = 2
+#: Server metadata keys that mark a leased server (a VM lease's, or one
+#: booted onto a host reservation): a hunt never moves it.
+_LEASED_SERVER_KEYS = (instance_leases.META_LEASE_ID, META_SERVER_RESERVATION)
 
 
 def hunted_hosts(reservation):
@@ -424,6 +428,13 @@ class HostPlugin(base.ComputePlugin):
         for name, service in sorted(hunted_hosts(reservation).items()):
             for server in self._servers_on(service):
                 server_id = server['id']
+                metadata = server.get('metadata') or {}
+                if any(key in metadata for key in _LEASED_SERVER_KEYS):
+                    # (Admission left such hosts out; one got there since,
+                    # an admin's doing: never moved, the hunt waits.)
+                    refused.append('server %s on %s is leased: never moved'
+                                   % (server_id, name))
+                    continue
                 if server.get('OS-EXT-STS:task_state'):
                     moving.append(server_id)
                     continue
