@@ -67,6 +67,10 @@ from nova_lease.calendar import store as arrays
 RESOURCES = ('vcpus', 'memory_mb', 'disk_gb', 'hosts')
 #: The per-host resources (HostCapacity's fields).
 HOST_RESOURCES = ('vcpus', 'memory_mb', 'disk_gb')
+#: The window when no end is given: a day from the start, in steps of
+#: an hour by default.
+DEFAULT_WINDOW = datetime.timedelta(days=1)
+DEFAULT_STEP = '1h'
 #: Most steps a window may be cut into (e.g. 83 days at one-hour steps).
 MAX_STEPS = 2000
 #: Hosts whose (host, step) grids are computed at a time (bounds memory).
@@ -98,10 +102,13 @@ class CapacityHost(collections.namedtuple(
     :ivar service_host: the compute service's host (aggregates use it).
     :ivar availability_zone: its availability zone (or None).
     :ivar aggregates: names of the aggregates it is in.
-    :ivar leased: ``(until, Demand)`` of its running leased servers (their
-        size is part of ``used``): each counts as promised from now until
-        ``until`` (naive UTC; ``until <= now``: its allocation already
-        holds it), see ``nova_lease.scheduler.hosts.leased_entry``.
+    :ivar leased: ``(until, Demand, reservation)`` of its running leased
+        servers (their size is part of ``used``): each counts as promised
+        from now until ``until`` (naive UTC; ``until <= now``: its
+        allocation already holds it), see
+        ``nova_lease.scheduler.hosts.leased_entry``. ``reservation`` (may
+        be None) has ``id``, ``lease_id``, ``project_id``,
+        ``resource_type`` and ``start``: the lease's booking.
     """
 
     __slots__ = ()
@@ -224,9 +231,16 @@ def _peak_grid(cal, names, bounds_us):
     return out
 
 
-def _leased_grid(hosts, bounds_us, now_us):
+def _of_project(entry, project_id):
+    res = entry[2] if len(entry) > 2 else None
+    return project_id is None or (res is not None and
+                                  res.project_id == project_id)
+
+
+def _leased_grid(hosts, bounds_us, now_us, project_id=None):
     """Per host and step, the running leased servers that no allocation
-    holds: (3, hosts, steps) summed sizes.
+    holds (of project ``project_id`` only, unless None): (3, hosts,
+    steps) summed sizes.
     """
     n = len(bounds_us) - 1
     out = np.zeros((3, len(hosts), n + 1), np.int64)
@@ -234,7 +248,10 @@ def _leased_grid(hosts, bounds_us, now_us):
     ends = bounds_us[1:]
     first = int(np.searchsorted(ends, now_us, 'right'))
     for r, host in enumerate(hosts):
-        for until, size in host.leased:
+        for entry in host.leased:
+            if not _of_project(entry, project_id):
+                continue
+            until, size = entry[:2]
             until_us = arrays.to_us(until)
             if until_us <= now_us:
                 continue
@@ -252,7 +269,7 @@ def _unleased(hosts):
     none on registered hosts.
     """
     used = np.array([h.used for h in hosts], np.int64).reshape(-1, 3).T
-    leased = np.array([[sum(s[q] for _u, s in h.leased) for q in range(3)]
+    leased = np.array([[sum(e[1][q] for e in h.leased) for q in range(3)]
                        for h in hosts], np.int64).reshape(-1, 3).T
     registered = np.array([h.registered for h in hosts], bool)
     return np.where(registered, 0, np.maximum(used - leased, 0))
@@ -268,7 +285,8 @@ class _Sums(object):
         self.rows = [None] * nh if detail else None
 
 
-def _chunk(sums, hosts, offset, cal, own_cal, bounds_us, now_us):
+def _chunk(sums, hosts, offset, cal, own_cal, bounds_us, now_us,
+           project_id=None):
     """Add the figures of ``hosts`` (a chunk) to ``sums``."""
     names = [h.name for h in hosts]
     nh = len(hosts)
@@ -284,7 +302,9 @@ def _chunk(sums, hosts, offset, cal, own_cal, bounds_us, now_us):
     own = None
     if own_cal is not False:
         ov, om, od = _peak_grid(own_cal, names, bounds_us)
-        own = ((ov % arrays.W) >> arrays.COUNT_BITS, om, od, ov >= arrays.W)
+        own_extra = _leased_grid(hosts, bounds_us, now_us, project_id)
+        own = (((ov % arrays.W) >> arrays.COUNT_BITS) + own_extra[0],
+               om + own_extra[1], od + own_extra[2], ov >= arrays.W)
     running = np.zeros((nh, len(active)), bool)
     free_all = np.ones((nh, len(active)), bool)
     per_host = []
@@ -335,8 +355,24 @@ def _number(value):
     return int(value) if value == int(value) else value
 
 
-def _bookings(host, host_items, reservations, start, end):
+def _bookings(host, host_items, reservations, start, end, now):
     out = []
+    for entry in host.leased:
+        until, size = entry[:2]
+        res = entry[2] if len(entry) > 2 else None
+        if until <= max(now, start) or now >= end:
+            continue
+        # A running leased server that no allocation holds: its lease
+        # holds it until ``until``.
+        out.append({
+            'lease_id': res.lease_id if res else None,
+            'lease_name': None,
+            'project_id': res.project_id if res else None,
+            'reservation_id': res.id if res else None,
+            'resource_type': res.resource_type if res else None,
+            'start': iso(res.start if res else now), 'end': iso(until),
+            'whole_host': False, 'vcpus': int(size[0]),
+            'memory_mb': int(size[1]), 'disk_gb': int(size[2])})
     for item in sorted(host_items.get(host.name, ()),
                        key=lambda i: (i.start, i.ref)):
         if item.start >= end or (item.end is not None and item.end <= start):
@@ -408,7 +444,7 @@ def capacity_over_time(hosts, calendar, host_items, reservations, start,
     sums = _Sums(n, detail, len(hosts))
     for k in range(0, len(hosts), HOST_CHUNK):
         _chunk(sums, hosts[k:k + HOST_CHUNK], k, calendar, own_cal,
-               bounds_us, now_us)
+               bounds_us, now_us, project_id)
     figures = MEMBER_FIGURES if project_id is not None else FIGURES
     lists = {r: {f: sums.res[r][f].tolist() for f in figures}
              for r in resources}
@@ -433,11 +469,12 @@ def capacity_over_time(hosts, calendar, host_items, reservations, start,
         body['project_id'] = project_id
     if detail:
         body['host_details'] = _details(sums, hosts, calendar, host_items,
-                                        reservations, start, end, n)
+                                        reservations, start, end, n, now)
     return {'capacity': body}
 
 
-def _details(sums, hosts, cal, host_items, reservations, start, end, n):
+def _details(sums, hosts, cal, host_items, reservations, start, end, n,
+             now):
     out = []
     for r, host in enumerate(hosts):
         grids = sums.rows[r][0]
@@ -453,6 +490,6 @@ def _details(sums, hosts, cal, host_items, reservations, start, end, n):
             'steps': steps,
             'idle_until': _idle_until(host, cal, start, end),
             'bookings': _bookings(host, host_items, reservations, start,
-                                  end),
+                                  end, now),
         })
     return out

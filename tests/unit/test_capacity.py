@@ -25,6 +25,8 @@ from nova_lease.calendar import capacity
 BASE = datetime.datetime(2026, 3, 1, 8, 0)
 HOUR = datetime.timedelta(hours=1)
 Res = collections.namedtuple('Res', 'lease_id project_id resource_type')
+Linked = collections.namedtuple(
+    'Linked', 'id lease_id project_id resource_type start')
 
 
 def T(k):
@@ -61,11 +63,16 @@ def reference(hosts, items, reservations, start, end, step, now,
                 for q in range(3):
                     peak[q] = max(peak[q], sum(i[3 + q] for i in at))
             extra = [0, 0, 0]
-            for until, size in h.leased:
+            own_extra = [0, 0, 0]
+            for entry in h.leased:
+                until, size = entry[:2]
                 if until > now and a < until and b > now:
                     for q in range(3):
                         extra[q] += size[q]
-            leased_sum = [sum(sz[q] for _u, sz in h.leased)
+                        if len(entry) > 2 and \
+                                entry[2].project_id == project_id:
+                            own_extra[q] += size[q]
+            leased_sum = [sum(e[1][q] for e in h.leased)
                           for q in range(3)]
             unleased = [0 if h.registered else max(h.used[q] - leased_sum[q],
                                                    0) for q in range(3)]
@@ -92,7 +99,7 @@ def reference(hosts, items, reservations, start, end, step, now,
                 figures[r]['free'][s] += max(cap - used - promised, 0)
                 figures[r]['promised'][s] += (
                     promised if project_id is None else
-                    (cap if own_whole else own_peak[q]))
+                    (cap if own_whole else own_peak[q] + own_extra[q]))
             figures['hosts']['capacity'][s] += 1
             figures['hosts']['promised'][s] += int(
                 whole if project_id is None else own_whole)
@@ -148,7 +155,10 @@ class CapacityReferenceTest(testtools.TestCase):
                 leased=[(T(data.draw(st.integers(-4, 30))),
                          calendar.Demand(*data.draw(st.tuples(
                              st.integers(0, 4), st.integers(0, 8),
-                             st.integers(0, 4)))))
+                             st.integers(0, 4)))),
+                         Linked('x', 'lx', data.draw(st.sampled_from(
+                             ['p0', 'p1'])), 'virtual:instance', BASE))
+                        [:data.draw(st.sampled_from([2, 3]))]
                         for _n in range(data.draw(st.integers(0, 2)))]))
         items, reservations = [], {}
         for k in range(data.draw(st.integers(0, 12))):
