@@ -154,8 +154,10 @@ def format_table(body):
              % (_short_time(cap['start']), _short_time(cap['end']),
                 cap['step_seconds'], cap['hosts'], _short_time(cap['now']))]
     for n, row in enumerate(rows):
+        # (The resources' names start their group of columns.)
         cells = [row[0].ljust(widths[0])] + [
-            cell.rjust(width) for cell, width in zip(row[1:], widths[1:])]
+            cell.ljust(width) if n == 0 else cell.rjust(width)
+            for cell, width in zip(row[1:], widths[1:])]
         lines.append('  '.join(cells).rstrip())
         if n == 1 or n == len(rows) - 2:
             lines.append('-' * len(lines[-1]))
