@@ -234,9 +234,27 @@ class _Scale(object):
             self.width
 
 
+#: A booking without an end (none should have one) lasts this long.
+FOREVER = datetime.datetime(9999, 1, 1, tzinfo=datetime.timezone.utc)
+
+
+def _booking_end(booking):
+    return parse_time(booking['end']) if booking.get('end') else FOREVER
+
+
+def _fmt_end(booking):
+    return _fmt(parse_time(booking['end'])) if booking.get('end') else '-'
+
+
+def _lease_key(booking):
+    """What a booking's colour is derived from: its lease."""
+    return (booking.get('lease_id') or booking.get('lease_name') or
+            booking.get('reservation_id') or '')
+
+
 def _overlaps(booking, start, end):
     return (parse_time(booking['start']) < end and
-            parse_time(booking['end']) > start)
+            _booking_end(booking) > start)
 
 
 def _rows(body):
@@ -297,7 +315,7 @@ def _legend_leases(rows):
     seen = {}
     for row in rows:
         for booking in row['bookings']:
-            key = booking.get('lease_id') or booking.get('lease_name')
+            key = _lease_key(booking)
             if key not in seen:
                 seen[key] = booking
     return sorted(seen.values(), key=lambda b: (
@@ -306,7 +324,8 @@ def _legend_leases(rows):
 
 def _booking_label(booking):
     return '%s (%s)' % (_clean(booking.get('lease_name') or
-                               booking.get('lease_id') or '?'),
+                               booking.get('lease_id') or
+                               booking.get('reservation_id') or '?'),
                         _short(booking.get('project_id') or '-'))
 
 
@@ -317,7 +336,7 @@ def _booking_title(booking, host):
              'host %s' % _clean(host),
              '%s' % _clean(booking.get('resource_type')),
              '%s to %s UTC' % (_fmt(parse_time(booking['start'])),
-                               _fmt(parse_time(booking['end'])))]
+                               _fmt_end(booking))]
     if booking.get('whole_host'):
         parts.append('whole host')
     sizes = ['%s %s' % (_number(booking[k]), k) for k in HOST_RESOURCES
@@ -336,7 +355,7 @@ def svg(capacity, width=WIDTH):
     steps = body.get('steps') or []
     rows = _rows(body)
     colours = lease_colours(
-        b.get('lease_id') or b.get('lease_name')
+        _lease_key(b)
         for row in rows for b in row['bookings'])
     plot_x = LABEL_WIDTH
     plot_w = max(100, width - LABEL_WIDTH - RIGHT_MARGIN)
@@ -351,7 +370,7 @@ def svg(capacity, width=WIDTH):
         entries = []
         for booking in row['bookings']:
             entries.append((parse_time(booking['start']),
-                            parse_time(booking['end']), booking))
+                            _booking_end(booking), booking))
         placed, count = lanes(entries)
         height = max(MIN_ROW_HEIGHT, count * LANE_HEIGHT + 2 * ROW_PADDING)
         part = ['<g class="host-row" data-host="%s" data-row="%d">'
@@ -386,12 +405,12 @@ def svg(capacity, width=WIDTH):
                    max(0.0, x1 - plot_x), height, esc(_fmt(idle_end))))
         for lane, booking in placed:
             b_start = parse_time(booking['start'])
-            b_end = parse_time(booking['end'])
+            b_end = _booking_end(booking)
             x0, x1 = scale.x(b_start), scale.x(b_end)
             bar_w = max(2.0, x1 - x0)
             by = y + ROW_PADDING + lane * LANE_HEIGHT + 1
             bh = LANE_HEIGHT - 2
-            lease_key = booking.get('lease_id') or booking.get('lease_name')
+            lease_key = _lease_key(booking)
             clip = 'clip-%d' % (len(clip_defs) + 1)
             clip_defs.append(
                 '<clipPath id="%s"><rect x="%.1f" y="%.1f" width="%.1f" '
@@ -506,7 +525,7 @@ def svg(capacity, width=WIDTH):
         if lx + item_w > width - 8:
             ly += 24
             lx = 8
-        key = booking.get('lease_id') or booking.get('lease_name')
+        key = _lease_key(booking)
         clip = 'clip-legend-%d' % (number + 1)
         clip_defs.append('<clipPath id="%s"><rect x="%.1f" y="%.1f" '
                          'width="%d" height="20"/></clipPath>'
@@ -613,7 +632,7 @@ def _bookings_table(body):
                esc(booking.get('project_id')), esc(host),
                esc(booking.get('resource_type')),
                ' (whole host)' if booking.get('whole_host') else '',
-               esc(_fmt(when)), esc(_fmt(parse_time(booking['end']))),
+               esc(_fmt(when)), esc(_fmt_end(booking)),
                ''.join('<td>%s</td>' % esc(_number(booking.get(k, '-')))
                        for k in HOST_RESOURCES)))
     lines.append('</tbody></table>')

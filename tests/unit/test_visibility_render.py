@@ -301,6 +301,17 @@ class SvgTest(testtools.TestCase):
         self.assertEqual('bad??name\u2603',
                          _bookings(root)[0].get('data-lease-name'))
 
+    def test_booking_without_name_or_end(self):
+        booking = self.body['capacity']['host_details'][0]['bookings'][0]
+        booking.update(lease_name=None, end=None)
+        root = _parse(render.svg(self.body))
+        bar = _bookings(root)[0]
+        self.assertEqual('lease-evil (01234567)', bar.find(SVG + 'text').text)
+        self.assertEqual(render.LABEL_WIDTH + 1160,
+                         float(_rect(bar).get('x')) +
+                         float(_rect(bar).get('width')))
+        self.assertIn('<td class="text">-</td>', render.html(self.body))
+
     def test_whole_body_or_capacity_object(self):
         self.assertEqual(self.svg, render.svg(self.body['capacity']))
 
