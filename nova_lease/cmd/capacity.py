@@ -23,7 +23,10 @@ computes the same body (:func:`nova_lease.scheduler.capacity.report`):
 
 :data:`FORMATTERS` maps each ``--format`` to a :class:`Formatter`: a
 function of the body (the API's JSON body) returning the text to write,
-and whether it needs the per-host details (``detail=hosts``).
+and whether it needs the per-host details (``detail=hosts``): ``table``,
+``json``, and the picture, ``svg`` (a standalone SVG document) and
+``html`` (a self-contained page around it), drawn by
+:mod:`nova_lease.visibility.render`.
 """
 
 import collections
@@ -40,6 +43,7 @@ from nova_lease import compute
 from nova_lease.db import api as db_api
 from nova_lease.scheduler import capacity as lease_capacity
 from nova_lease.scheduler import snapshot_reads
+from nova_lease.visibility import render
 
 
 def read(conf, now=None, db=None, compute_client=None, placement=None):
@@ -165,7 +169,11 @@ def format_table(body):
 
 
 #: --format name -> Formatter(render(body) -> text, needs detail=hosts).
+#: svg and html draw the hosts' rows and the leases' bookings
+#: (:mod:`nova_lease.visibility.render`): they need the details.
 FORMATTERS = {
     'table': Formatter(format_table, False),
     'json': Formatter(format_json, False),
+    'svg': Formatter(render.svg, True),
+    'html': Formatter(render.html, True),
 }

@@ -17,7 +17,7 @@
     nova-lease-manage [--config-file nova.conf] process list
     nova-lease-manage [--config-file nova.conf] audit [--format table|json]
     nova-lease-manage [--config-file nova.conf] capacity [--start S]
-        [--end E] [--step 1h] [--format table|json] [--output FILE]
+        [--end E] [--step 1h] [--format table|json|svg|html] [--output FILE]
         [--host H] [--aggregate A] [--availability-zone Z]
         [--resource R[,R]] [--detail]
 
@@ -269,7 +269,11 @@ def add_capacity_command_parsers(subparsers, conf):
     parser.add_argument('--format', choices=sorted(capacity.FORMATTERS),
                         default='table',
                         help='table (default) for people, json for '
-                             'scripts (the API\'s body)')
+                             'scripts (the API\'s body), svg for the '
+                             'picture of hosts and leases over time, html '
+                             'for a self-contained page with the picture '
+                             'and the totals (svg and html always have the '
+                             'per-host details)')
     parser.add_argument('--output', default=None,
                         help='write to this file instead of stdout')
     parser.add_argument('--host', default=None,
