@@ -168,6 +168,17 @@ def free_fraction(capacity, free):
     return min(fractions) if fractions else 0.0
 
 
+def free_runs(values):
+    """``[(first, last)]`` indexes of the runs of equal values."""
+    runs = []
+    for number, value in enumerate(values):
+        if runs and values[runs[-1][1]] == value:
+            runs[-1][1] = number
+        else:
+            runs.append([number, number])
+    return [tuple(r) for r in runs]
+
+
 def lanes(bookings):
     """Place bookings in lanes so that no two in a lane overlap.
 
@@ -360,6 +371,10 @@ def svg(capacity, width=WIDTH):
     plot_x = LABEL_WIDTH
     plot_w = max(100, width - LABEL_WIDTH - RIGHT_MARGIN)
     scale = _Scale(start, end, plot_x, plot_w)
+    step_x = []
+    for step in steps:
+        s0, s1 = parse_time(step['start']), parse_time(step['end'])
+        step_x.append((scale.x(s0), scale.x(s1), s0, s1))
     spacing, tick_times = ticks(start, end, plot_w)
 
     out = []
@@ -375,24 +390,23 @@ def svg(capacity, width=WIDTH):
         height = max(MIN_ROW_HEIGHT, count * LANE_HEIGHT + 2 * ROW_PADDING)
         part = ['<g class="host-row" data-host="%s" data-row="%d">'
                 % (esc(row['host']), index)]
-        # Free capacity per step: the more free, the greener.
-        for number, step in enumerate(steps):
-            if number >= len(row['free']):
-                break
-            s0 = scale.x(parse_time(step['start']))
-            s1 = scale.x(parse_time(step['end']))
-            fraction = row['free'][number]
-            free = row['step_free'][number] or {}
+        # Free capacity per step: the more free, the greener; a run of
+        # steps with the same free amounts is one rectangle.
+        for first, last in free_runs(list(zip(
+                row['free'], row['step_free']))[:len(step_x)]):
+            fraction = row['free'][first]
+            free = row['step_free'][first] or {}
             tip = 'free %d%% from %s to %s UTC: %s' % (
-                round(fraction * 100), _fmt(parse_time(step['start'])),
-                _fmt(parse_time(step['end'])),
+                round(fraction * 100), _fmt(step_x[first][2]),
+                _fmt(step_x[last][3]),
                 ', '.join('%s %s' % (_number(free[k]), k)
                           for k in HOST_RESOURCES if free.get(k) is not None))
             part.append(
-                '<rect class="free" data-free="%.3f" x="%.1f" y="%.1f" '
-                'width="%.1f" height="%.1f" fill="#2e9e44" '
-                'fill-opacity="%.3f"><title>%s</title></rect>'
-                % (fraction, s0, y, max(0.0, s1 - s0), height,
+                '<rect class="free" data-free="%.3f" data-steps="%d" '
+                'x="%.1f" y="%.1f" width="%.1f" height="%.1f" '
+                'fill="#2e9e44" fill-opacity="%.3f"><title>%s</title></rect>'
+                % (fraction, last - first + 1, step_x[first][0], y,
+                   max(0.0, step_x[last][1] - step_x[first][0]), height,
                    0.06 + 0.34 * fraction, esc(tip)))
         if row['idle_until']:
             idle_end = parse_time(row['idle_until'])

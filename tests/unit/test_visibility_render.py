@@ -211,15 +211,30 @@ class SvgTest(testtools.TestCase):
         self.assertEqual(render.lease_colour('lease-a'), two['lease-a'])
         self.assertNotEqual(two['lease-a'], two['lease-b'])
 
+    def _free(self, host):
+        """The host's free fraction per step, from its shaded runs."""
+        free = []
+        for r in self._row(host).iter(SVG + 'rect'):
+            if r.get('class') == 'free':
+                free += [float(r.get('data-free'))] * int(r.get(
+                    'data-steps'))
+        return free
+
     def test_free_capacity_is_shaded_per_step(self):
-        free = [float(r.get('data-free'))
-                for r in self._row('host1').iter(SVG + 'rect')
+        self.assertEqual([1.0] * 2 + [0.0] * 8 + [1.0] * 14,
+                         self._free('host1'))
+        self.assertEqual([0.75] * 3 + [0.5] * 5 + [0.75] * 16,
+                         self._free('host2'))
+        # A run of equal steps is one rectangle, as wide as its steps.
+        runs = [r for r in self._row('host1').iter(SVG + 'rect')
                 if r.get('class') == 'free']
-        self.assertEqual([1.0] * 2 + [0.0] * 8 + [1.0] * 14, free)
-        free = [float(r.get('data-free'))
-                for r in self._row('host2').iter(SVG + 'rect')
-                if r.get('class') == 'free']
-        self.assertEqual([0.75] * 3 + [0.5] * 5 + [0.75] * 16, free)
+        self.assertEqual(['2', '8', '14'], [r.get('data-steps')
+                                            for r in runs])
+        hour = 1160 / 24.0
+        self.assertAlmostEqual(8 * hour, float(runs[1].get('width')),
+                               delta=0.2)
+        self.assertIn('free 0% from 2026-12-01 02:00 to 2026-12-01 10:00 '
+                      'UTC: 0 vcpus', runs[1].find(SVG + 'title').text)
         opacity = {float(r.get('fill-opacity'))
                    for r in self._row('host1').iter(SVG + 'rect')
                    if r.get('class') == 'free'}
@@ -279,6 +294,11 @@ class SvgTest(testtools.TestCase):
                                            tzinfo=datetime.timezone.utc),
                          when[0])
 
+    def test_free_runs(self):
+        self.assertEqual([(0, 1), (2, 2), (3, 4)],
+                         render.free_runs([1, 1, 2, 1, 1]))
+        self.assertEqual([], render.free_runs([]))
+
     def test_lanes(self):
         placed, count = render.lanes([(0, 5, 'a'), (1, 3, 'b'), (3, 4, 'c'),
                                       (5, 6, 'd')])
@@ -323,9 +343,9 @@ class SvgTest(testtools.TestCase):
                 if g.get('class') == 'host-row']
         self.assertEqual(['all hosts'], rows)
         self.assertEqual([], _bookings(root))
-        free = {float(r.get('data-free')) for r in root.iter(SVG + 'rect')
-                if r.get('class') == 'free'}
-        self.assertEqual({0.7}, free)
+        free = [(float(r.get('data-free')), r.get('data-steps'))
+                for r in root.iter(SVG + 'rect') if r.get('class') == 'free']
+        self.assertEqual([(0.7, '24')], free)
         self.assertIn('detail=hosts', render.html(body))
 
     def test_no_hosts(self):
