@@ -34,6 +34,7 @@ echo "install-chromium: installing chromium from the OS packages" \
 # A fresh machine may have no package lists yet: update first.
 $SUDO apt-get update -q </dev/null >&2 || true
 if ! $SUDO apt-get install -y -q --no-install-recommends \
+        -o DPkg::Lock::Timeout=300 \
         chromium chromium-driver </dev/null >&2; then
     echo "install-chromium: apt-get install chromium failed" >&2
     exit 1
