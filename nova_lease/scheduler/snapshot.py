@@ -409,6 +409,13 @@ class Snapshot(object):
             parts.append(cal._by_host)
         return parts
 
+    def server_reservation_id(self, uuid):
+        """The id of the instance reservation linked to server ``uuid``
+        (None: none).
+        """
+        raw = self._servers.get(uuid)
+        return None if raw is None else raw[0]
+
     def calendar_without(self, refs, hosts):
         """A Calendar of ``hosts``' allocations, less those of ``refs``.
 
