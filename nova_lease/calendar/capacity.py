@@ -444,7 +444,7 @@ def _idle_until(host, cal, start, end):
 def capacity_over_time(hosts, calendar, host_items, reservations, start,
                        end, step, now, project_id=None, detail=False,
                        resources=None, host=None, aggregate=None,
-                       availability_zone=None):
+                       availability_zone=None, project_items=None):
     """The capacity body (see the module doc and doc/api.rst).
 
     :param hosts: :class:`CapacityHost` of every compute host.
@@ -458,6 +458,8 @@ def capacity_over_time(hosts, calendar, host_items, reservations, start,
     :param detail: add ``host_details`` (never with ``project_id``).
     :param resources: the resources to report (default all).
     :param host, aggregate, availability_zone: filters.
+    :param project_items: the calendar Items of project ``project_id``
+        (default: found through ``host_items`` and ``reservations``).
     :returns: ``{"capacity": {...}}``.
     :raises CapacityError: a bad query (its ``field``).
     """
@@ -471,8 +473,12 @@ def capacity_over_time(hosts, calendar, host_items, reservations, start,
     n = len(bounds) - 1
     own_cal = False
     if project_id is not None:
-        own_cal = _own_calendar(host_items, reservations, project_id,
-                                [h.name for h in hosts])
+        if project_items is not None:
+            own_cal = Calendar({}, project_items) if project_items \
+                else None
+        else:
+            own_cal = _own_calendar(host_items, reservations, project_id,
+                                    [h.name for h in hosts])
     sums = _Sums(n, detail, len(hosts))
     for k in range(0, len(hosts), HOST_CHUNK):
         _chunk(sums, hosts[k:k + HOST_CHUNK], k, calendar, own_cal,

@@ -96,6 +96,8 @@ def report(snap, hosts, start, end, step, now, lease_names=None, **kwargs):
     ``lease_names``: a callable {lease ids} -> {id: name} that fills the
     host details' bookings' ``lease_name``.
     """
+    if kwargs.get('project_id') is not None:
+        kwargs['project_items'] = snap.project_items(kwargs['project_id'])
     body = core.capacity_over_time(
         hosts, snap.calendar, snap.host_items, snap.reservations, start,
         end, step, now, **kwargs)

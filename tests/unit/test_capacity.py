@@ -230,6 +230,11 @@ class CapacityReferenceTest(testtools.TestCase):
                          step['vcpus'])
         self.assertEqual('project', body['view'])
         self.assertNotIn('host_details', body)
+        # The project's items given (as the snapshot indexes them): the
+        # same view.
+        self.assertEqual(body, _body(
+            hosts, items, reservations, BASE, BASE + HOUR, HOUR, BASE,
+            project_id='p1', project_items=[items[0]]))
         body = _body(hosts, items, reservations, BASE, BASE + HOUR, HOUR,
                      BASE, project_id='p1', detail=True)
         self.assertNotIn('host_details', body)
