@@ -271,19 +271,20 @@ def _leased_grid(nh, columns, bounds_us, now_us):
     """Per host and step, the running leased servers that no allocation
     holds (``columns``: :func:`_leased_columns`): (3, hosts, steps)
     summed sizes, from the first step that ends after now to the step
-    where each stops counting.
+    where each stops counting; None when there are none.
     """
     n = len(bounds_us) - 1
     rows, until, sizes = columns
-    out = np.zeros((3, nh, n + 1), np.int64)
     first = int(np.searchsorted(bounds_us[1:], now_us, 'right'))
     last = np.searchsorted(bounds_us[:-1], until, 'left')
     keep = (until > now_us) & (last > first)
-    if keep.any():
-        rows, last, sizes = rows[keep], last[keep], sizes[:, keep]
-        for q in range(3):
-            np.add.at(out[q], (rows, np.full(len(rows), first)), sizes[q])
-            np.add.at(out[q], (rows, last), -sizes[q])
+    if not keep.any():
+        return None
+    out = np.zeros((3, nh, n + 1), np.int64)
+    rows, last, sizes = rows[keep], last[keep], sizes[:, keep]
+    for q in range(3):
+        np.add.at(out[q], (rows, np.full(len(rows), first)), sizes[q])
+        np.add.at(out[q], (rows, last), -sizes[q])
     return np.cumsum(out, axis=2)[:, :, :n]
 
 
@@ -313,53 +314,73 @@ class _Sums(object):
 
 def _chunk(sums, hosts, offset, cal, own_cal, bounds_us, now_us,
            reservations, project_id=None):
-    """Add the figures of ``hosts`` (a chunk) to ``sums``."""
+    """Add the figures of ``hosts`` (a chunk) to ``sums``.
+
+    (hosts, steps) grids, a few passes per resource: they are most of the
+    cost of a large query.
+    """
     names = [h.name for h in hosts]
     nh = len(hosts)
+    n = len(bounds_us) - 1
     cap = np.array([tuple(h.capacity) for h in hosts],
                    np.int64).reshape(-1, 3).T
     vtrack, pm, pd = _peak_grid(cal, names, bounds_us)
     whole = vtrack >= arrays.W
     anything = vtrack > 0
     peaks = ((vtrack % arrays.W) >> arrays.COUNT_BITS, pm, pd)
+    del vtrack
     columns = _leased_columns(hosts, reservations)
     extra = _leased_grid(nh, columns, bounds_us, now_us)
     active = bounds_us[1:] > now_us
+    all_active = bool(active.all())
     unleased = _unleased(hosts, columns)
     own = None
     if own_cal is not False:
         ov, om, od = _peak_grid(own_cal, names, bounds_us)
+        own = [((ov % arrays.W) >> arrays.COUNT_BITS), om, od,
+               ov >= arrays.W]
         own_extra = _leased_grid(
             nh, _leased_columns(hosts, reservations, project_id),
             bounds_us, now_us)
-        own = (((ov % arrays.W) >> arrays.COUNT_BITS) + own_extra[0],
-               om + own_extra[1], od + own_extra[2], ov >= arrays.W)
-    running = np.zeros((nh, len(active)), bool)
-    free_all = np.ones((nh, len(active)), bool)
+        if own_extra is not None:
+            for q in range(3):
+                own[q] += own_extra[q]
+    # Hosts running unleased work, per step (none before now).
+    running = (unleased > 0).any(axis=0)[:, None] & active[None, :]
     per_host = []
     for q, name in enumerate(HOST_RESOURCES):
         c = cap[q][:, None]
-        promised = np.where(whole, c, peaks[q] + extra[q])
-        used = np.where(active[None, :], unleased[q][:, None], 0)
-        free = np.maximum(c - used - promised, 0)
-        running |= used > 0
-        free_all &= (extra[q] == 0)
+        p = peaks[q] if extra is None else peaks[q] + extra[q]
+        promised = np.where(whole, c, p)
+        if all_active:
+            used_sum = np.full(n, int(unleased[q].sum()), np.int64)
+            left = (cap[q] - unleased[q])[:, None] - promised
+            used = None
+        else:
+            used = np.where(active[None, :], unleased[q][:, None], 0)
+            used_sum = used.sum(axis=0)
+            left = c - used - promised
+        free = np.maximum(left, 0, out=left)
         acc = sums.res[name]
         acc['capacity'] += int(cap[q].sum())
-        acc['used'] += used.sum(axis=0)
+        acc['used'] += used_sum
         acc['free'] += free.sum(axis=0)
         if own is not None:
             acc['promised'] += np.where(own[3], c, own[q]).sum(axis=0)
         else:
             acc['promised'] += promised.sum(axis=0)
         if sums.detail:
+            if used is None:
+                used = np.broadcast_to(unleased[q][:, None], (nh, n))
             per_host.append((used, promised, free))
     acc = sums.res['hosts']
     acc['capacity'] += nh
     acc['promised'] += (own[3] if own is not None else whole).sum(axis=0)
-    used_hosts = running & ~whole
-    acc['used'] += used_hosts.sum(axis=0)
-    acc['free'] += (free_all & ~anything & ~running).sum(axis=0)
+    acc['used'] += (running & ~whole).sum(axis=0)
+    nothing = ~anything & ~running
+    if extra is not None:
+        nothing &= (extra == 0).all(axis=0)
+    acc['free'] += nothing.sum(axis=0)
     if sums.detail:
         # Plain lists, host by host: [used, promised, free] x resources.
         lists = [[grid.tolist() for grid in per_host[q]] for q in range(3)]
