@@ -102,13 +102,13 @@ class CapacityHost(collections.namedtuple(
     :ivar service_host: the compute service's host (aggregates use it).
     :ivar availability_zone: its availability zone (or None).
     :ivar aggregates: names of the aggregates it is in.
-    :ivar leased: ``(until, Demand, reservation)`` of its running leased
-        servers (their size is part of ``used``): each counts as promised
-        from now until ``until`` (naive UTC; ``until <= now``: its
-        allocation already holds it), see
-        ``nova_lease.scheduler.hosts.leased_entry``. ``reservation`` (may
-        be None) has ``id``, ``lease_id``, ``project_id``,
-        ``resource_type`` and ``start``: the lease's booking.
+    :ivar leased: ``(until, (vcpus, memory_mb, disk_gb), reservation
+        id)`` of its running leased servers (their size is part of
+        ``used``): each counts as promised from now until ``until`` (a
+        naive UTC datetime or integer microseconds since the epoch;
+        ``until <= now``: its allocation already holds it), see
+        ``nova_lease.scheduler.hosts.leased_entry``. The reservation
+        (looked up in ``reservations``) tells its project and booking.
     """
 
     __slots__ = ()
@@ -194,83 +194,110 @@ def _peak_grid(cal, names, bounds_us):
     """Per host and step, the peaks of the calendar's three tracks.
 
     ``(vtrack, memory, disk)``: (hosts, steps) int64 arrays, 0 where the
-    calendar holds nothing for the host. One binary search per host and
-    one ``maximum.reduceat`` over the segments of every host and step.
+    calendar holds nothing for the host. One binary search per host (the
+    segment that holds each step's start) and one ``maximum.reduceat``
+    over the segments of every host and step.
     """
     nh, n = len(names), len(bounds_us) - 1
     out = np.zeros((3, nh, n), np.int64)
     if cal is None or not nh:
         return out
     get = cal._index.get
-    rows, lo, hi = [], [], []
+    rows, found = [], []
     times, off, real = cal._times, cal._off, cal._real
-    starts, ends = bounds_us[:-1], bounds_us[1:]
     for r, name in enumerate(names):
         k = get(name)
         if k is None:
             continue
         o0 = int(off[k])
-        t = times[o0:o0 + int(real[k])]
         rows.append(r)
-        # (The run starts with a sentinel before every time: i >= o0.)
-        lo.append(t.searchsorted(starts, 'right') - 1 + o0)
-        hi.append(t.searchsorted(ends, 'left') + o0)
+        # The segment holding each bound (the run starts with a sentinel
+        # before every time).
+        found.append(times[o0:o0 + int(real[k])].searchsorted(
+            bounds_us, 'right') + (o0 - 1))
     if not rows:
         return out
-    lo = np.concatenate(lo)
-    hi = np.concatenate(hi)
+    at = np.stack(found)                      # (hosts, steps + 1)
+    # Step s covers the segments [at[s], at[s + 1]), plus segment at[s + 1]
+    # when it starts before the step's end; the last step ends at the
+    # segment after the one holding ``end`` when that one starts before.
+    last = at[:, n] + (times[at[:, n]] < bounds_us[-1])
+    index = at.copy()
+    index[:, n] = last
     vals = cal._vals
-    if int(hi.max()) >= vals.shape[1]:
+    if int(last.max()) >= vals.shape[1]:
         vals = np.concatenate((vals, np.zeros((3, 1), np.int64)), axis=1)
-    pairs = np.empty(2 * len(lo), np.int64)
-    pairs[0::2] = lo
-    pairs[1::2] = hi
-    # hi > lo always: [lo, hi) are the segments that overlap the step.
-    peaks = np.maximum.reduceat(vals, pairs, axis=1)[:, 0::2]
-    out[:, rows, :] = peaks.reshape(3, len(rows), n)
+    flat = index.ravel()
+    # (The entry after each host's last step is another host's: dropped.)
+    peaks = np.stack([np.maximum.reduceat(vals[q], flat)
+                      for q in range(3)]).reshape(3, len(rows), n + 1)
+    peaks = peaks[:, :, :n]
+    if n > 1:
+        nxt = at[:, 1:n]
+        inside = times[nxt] < bounds_us[1:n]
+        peaks[:, :, :n - 1] = np.where(
+            inside, np.maximum(peaks[:, :, :n - 1], vals[:, nxt]),
+            peaks[:, :, :n - 1])
+    out[:, rows, :] = peaks
     return out
 
 
-def _of_project(entry, project_id):
-    res = entry[2] if len(entry) > 2 else None
-    return project_id is None or (res is not None and
-                                  res.project_id == project_id)
+def _us(value):
+    """Microseconds of a naive UTC datetime (or already microseconds)."""
+    return value if isinstance(value, (int, np.integer)) else \
+        arrays.to_us(value)
 
 
-def _leased_grid(hosts, bounds_us, now_us, project_id=None):
-    """Per host and step, the running leased servers that no allocation
-    holds (of project ``project_id`` only, unless None): (3, hosts,
-    steps) summed sizes.
+def _leased_columns(hosts, reservations, project_id=None):
+    """(host rows, until (us), sizes (3, n)) of the hosts' running leased
+    servers (of project ``project_id`` only, unless None).
     """
-    n = len(bounds_us) - 1
-    out = np.zeros((3, len(hosts), n + 1), np.int64)
-    starts = bounds_us[:-1]
-    ends = bounds_us[1:]
-    first = int(np.searchsorted(ends, now_us, 'right'))
+    rows, until, sizes = [], [], []
     for r, host in enumerate(hosts):
         for entry in host.leased:
-            if not _of_project(entry, project_id):
-                continue
-            until, size = entry[:2]
-            until_us = arrays.to_us(until)
-            if until_us <= now_us:
-                continue
-            last = int(np.searchsorted(starts, until_us, 'left'))
-            if last <= first:
-                continue
-            for q, value in enumerate(size[:3]):
-                out[q, r, first] += value
-                out[q, r, last] -= value
+            if project_id is not None:
+                res = reservations.get(entry[2]) if len(entry) > 2 \
+                    else None
+                if res is None or res.project_id != project_id:
+                    continue
+            rows.append(r)
+            until.append(_us(entry[0]))
+            sizes.append(tuple(entry[1][:3]))
+    return (np.array(rows, np.int64), np.array(until, np.int64),
+            np.array(sizes, np.int64).reshape(-1, 3).T)
+
+
+def _leased_grid(nh, columns, bounds_us, now_us):
+    """Per host and step, the running leased servers that no allocation
+    holds (``columns``: :func:`_leased_columns`): (3, hosts, steps)
+    summed sizes, from the first step that ends after now to the step
+    where each stops counting; None when there are none.
+    """
+    n = len(bounds_us) - 1
+    rows, until, sizes = columns
+    first = int(np.searchsorted(bounds_us[1:], now_us, 'right'))
+    last = np.searchsorted(bounds_us[:-1], until, 'left')
+    keep = (until > now_us) & (last > first)
+    if not keep.any():
+        return None
+    out = np.zeros((3, nh, n + 1), np.int64)
+    rows, last, sizes = rows[keep], last[keep], sizes[:, keep]
+    for q in range(3):
+        np.add.at(out[q], (rows, np.full(len(rows), first)), sizes[q])
+        np.add.at(out[q], (rows, last), -sizes[q])
     return np.cumsum(out, axis=2)[:, :, :n]
 
 
-def _unleased(hosts):
+def _unleased(hosts, columns):
     """(3, hosts) unleased usage now: usage less running leased servers;
     none on registered hosts.
     """
+    nh = len(hosts)
     used = np.array([h.used for h in hosts], np.int64).reshape(-1, 3).T
-    leased = np.array([[sum(e[1][q] for e in h.leased) for q in range(3)]
-                       for h in hosts], np.int64).reshape(-1, 3).T
+    rows, _until, sizes = columns
+    leased = np.stack([np.bincount(rows, weights=sizes[q], minlength=nh)
+                       for q in range(3)]).astype(np.int64) \
+        if len(rows) else np.zeros((3, nh), np.int64)
     registered = np.array([h.registered for h in hosts], bool)
     return np.where(registered, 0, np.maximum(used - leased, 0))
 
@@ -286,57 +313,80 @@ class _Sums(object):
 
 
 def _chunk(sums, hosts, offset, cal, own_cal, bounds_us, now_us,
-           project_id=None):
-    """Add the figures of ``hosts`` (a chunk) to ``sums``."""
+           reservations, project_id=None):
+    """Add the figures of ``hosts`` (a chunk) to ``sums``.
+
+    (hosts, steps) grids, a few passes per resource: they are most of the
+    cost of a large query.
+    """
     names = [h.name for h in hosts]
     nh = len(hosts)
+    n = len(bounds_us) - 1
     cap = np.array([tuple(h.capacity) for h in hosts],
                    np.int64).reshape(-1, 3).T
     vtrack, pm, pd = _peak_grid(cal, names, bounds_us)
     whole = vtrack >= arrays.W
     anything = vtrack > 0
     peaks = ((vtrack % arrays.W) >> arrays.COUNT_BITS, pm, pd)
-    extra = _leased_grid(hosts, bounds_us, now_us)
+    del vtrack
+    columns = _leased_columns(hosts, reservations)
+    extra = _leased_grid(nh, columns, bounds_us, now_us)
     active = bounds_us[1:] > now_us
-    unleased = _unleased(hosts)
+    all_active = bool(active.all())
+    unleased = _unleased(hosts, columns)
     own = None
     if own_cal is not False:
         ov, om, od = _peak_grid(own_cal, names, bounds_us)
-        own_extra = _leased_grid(hosts, bounds_us, now_us, project_id)
-        own = (((ov % arrays.W) >> arrays.COUNT_BITS) + own_extra[0],
-               om + own_extra[1], od + own_extra[2], ov >= arrays.W)
-    running = np.zeros((nh, len(active)), bool)
-    free_all = np.ones((nh, len(active)), bool)
+        own = [((ov % arrays.W) >> arrays.COUNT_BITS), om, od,
+               ov >= arrays.W]
+        own_extra = _leased_grid(
+            nh, _leased_columns(hosts, reservations, project_id),
+            bounds_us, now_us)
+        if own_extra is not None:
+            for q in range(3):
+                own[q] += own_extra[q]
+    # Hosts running unleased work, per step (none before now).
+    running = (unleased > 0).any(axis=0)[:, None] & active[None, :]
     per_host = []
     for q, name in enumerate(HOST_RESOURCES):
         c = cap[q][:, None]
-        promised = np.where(whole, c, peaks[q] + extra[q])
-        used = np.where(active[None, :], unleased[q][:, None], 0)
-        free = np.maximum(c - used - promised, 0)
-        running |= used > 0
-        free_all &= (extra[q] == 0)
+        p = peaks[q] if extra is None else peaks[q] + extra[q]
+        promised = np.where(whole, c, p)
+        if all_active:
+            used_sum = np.full(n, int(unleased[q].sum()), np.int64)
+            left = (cap[q] - unleased[q])[:, None] - promised
+            used = None
+        else:
+            used = np.where(active[None, :], unleased[q][:, None], 0)
+            used_sum = used.sum(axis=0)
+            left = c - used - promised
+        free = np.maximum(left, 0, out=left)
         acc = sums.res[name]
         acc['capacity'] += int(cap[q].sum())
-        acc['used'] += used.sum(axis=0)
+        acc['used'] += used_sum
         acc['free'] += free.sum(axis=0)
         if own is not None:
             acc['promised'] += np.where(own[3], c, own[q]).sum(axis=0)
         else:
             acc['promised'] += promised.sum(axis=0)
         if sums.detail:
+            if used is None:
+                used = np.broadcast_to(unleased[q][:, None], (nh, n))
             per_host.append((used, promised, free))
     acc = sums.res['hosts']
     acc['capacity'] += nh
     acc['promised'] += (own[3] if own is not None else whole).sum(axis=0)
-    used_hosts = running & ~whole
-    acc['used'] += used_hosts.sum(axis=0)
-    acc['free'] += (free_all & ~anything & ~running).sum(axis=0)
+    acc['used'] += (running & ~whole).sum(axis=0)
+    nothing = ~anything & ~running
+    if extra is not None:
+        nothing &= (extra == 0).all(axis=0)
+    acc['free'] += nothing.sum(axis=0)
     if sums.detail:
+        # Plain lists, host by host: [used, promised, free] x resources.
+        lists = [[grid.tolist() for grid in per_host[q]] for q in range(3)]
         for r in range(nh):
             sums.rows[offset + r] = [
-                {key: {HOST_RESOURCES[q]: per_host[q][k][r]
-                       for q in range(3)}
-                 for k, key in enumerate(('used', 'promised', 'free'))}]
+                [lists[q][k][r] for q in range(3)] for k in range(3)]
 
 
 def _own_calendar(host_items, reservations, project_id, names):
@@ -359,7 +409,9 @@ def _bookings(host, host_items, reservations, start, end, now):
     out = []
     for entry in host.leased:
         until, size = entry[:2]
-        res = entry[2] if len(entry) > 2 else None
+        if not isinstance(until, datetime.datetime):
+            until = arrays.from_us(until)
+        res = reservations.get(entry[2]) if len(entry) > 2 else None
         if until <= max(now, start) or now >= end:
             continue
         # A running leased server that no allocation holds: its lease
@@ -368,9 +420,10 @@ def _bookings(host, host_items, reservations, start, end, now):
             'lease_id': res.lease_id if res else None,
             'lease_name': None,
             'project_id': res.project_id if res else None,
-            'reservation_id': res.id if res else None,
+            'reservation_id': entry[2] if len(entry) > 2 else None,
             'resource_type': res.resource_type if res else None,
-            'start': iso(res.start if res else now), 'end': iso(until),
+            'start': iso(getattr(res, 'start', None) or now),
+            'end': iso(until),
             'whole_host': False, 'vcpus': int(size[0]),
             'memory_mb': int(size[1]), 'disk_gb': int(size[2])})
     for item in sorted(host_items.get(host.name, ()),
@@ -412,7 +465,7 @@ def _idle_until(host, cal, start, end):
 def capacity_over_time(hosts, calendar, host_items, reservations, start,
                        end, step, now, project_id=None, detail=False,
                        resources=None, host=None, aggregate=None,
-                       availability_zone=None):
+                       availability_zone=None, project_items=None):
     """The capacity body (see the module doc and doc/api.rst).
 
     :param hosts: :class:`CapacityHost` of every compute host.
@@ -426,6 +479,8 @@ def capacity_over_time(hosts, calendar, host_items, reservations, start,
     :param detail: add ``host_details`` (never with ``project_id``).
     :param resources: the resources to report (default all).
     :param host, aggregate, availability_zone: filters.
+    :param project_items: the calendar Items of project ``project_id``
+        (default: found through ``host_items`` and ``reservations``).
     :returns: ``{"capacity": {...}}``.
     :raises CapacityError: a bad query (its ``field``).
     """
@@ -439,12 +494,16 @@ def capacity_over_time(hosts, calendar, host_items, reservations, start,
     n = len(bounds) - 1
     own_cal = False
     if project_id is not None:
-        own_cal = _own_calendar(host_items, reservations, project_id,
-                                [h.name for h in hosts])
+        if project_items is not None:
+            own_cal = Calendar({}, project_items) if project_items \
+                else None
+        else:
+            own_cal = _own_calendar(host_items, reservations, project_id,
+                                    [h.name for h in hosts])
     sums = _Sums(n, detail, len(hosts))
     for k in range(0, len(hosts), HOST_CHUNK):
         _chunk(sums, hosts[k:k + HOST_CHUNK], k, calendar, own_cal,
-               bounds_us, now_us, project_id)
+               bounds_us, now_us, reservations, project_id)
     figures = MEMBER_FIGURES if project_id is not None else FIGURES
     lists = {r: {f: sums.res[r][f].tolist() for f in figures}
              for r in resources}
@@ -477,11 +536,12 @@ def _details(sums, hosts, cal, host_items, reservations, start, end, n,
              now):
     out = []
     for r, host in enumerate(hosts):
-        grids = sums.rows[r][0]
-        steps = [{key: {res: int(grids[key][res][s])
-                        for res in HOST_RESOURCES}
-                  for key in ('used', 'promised', 'free')}
-                 for s in range(n)]
+        (uv, um, ud), (pv, pm, pd), (fv, fm, fd) = sums.rows[r]
+        steps = [{'used': {'vcpus': a, 'memory_mb': b, 'disk_gb': c},
+                  'promised': {'vcpus': d, 'memory_mb': e, 'disk_gb': f},
+                  'free': {'vcpus': g, 'memory_mb': h, 'disk_gb': i}}
+                 for a, b, c, d, e, f, g, h, i in zip(
+                     uv, um, ud, pv, pm, pd, fv, fm, fd)]
         out.append({
             'host': host.name, 'registered': host.registered,
             'availability_zone': host.availability_zone,

@@ -198,9 +198,7 @@ class CapacityCommands(object):
             lease_params.parse_datetime(args.start, '--start')
         end = start + capacity_core.DEFAULT_WINDOW if args.end is None else \
             lease_params.parse_datetime(args.end, '--end')
-        step = args.step
-        step = lease_params.parse_duration(
-            int(step) if step.isdigit() else step, '--step')
+        step = lease_params.parse_duration(args.step, '--step')
         filters = {key: getattr(args, key) for key in (
             'host', 'aggregate', 'availability_zone')
             if getattr(args, key)}

@@ -22,6 +22,7 @@ reads. The figures are :mod:`nova_lease.calendar.capacity`'s.
 
 import collections
 
+from nova_lease import calendar
 from nova_lease.calendar import capacity as core
 from nova_lease.scheduler import hosts as lease_hosts
 
@@ -49,14 +50,34 @@ def capacity_hosts(snap, computes, running, zones, aggregates, now):
     :param aggregates: {service host: aggregate names}.
     """
     leased = collections.defaultdict(list)
-    servers = snap.servers
+    now_us = calendar.to_us(now)
+    rows = snap.server_rows
     for uuid, (node, size) in running.items():
-        res = servers.get(uuid)
-        if res is None:
+        rid = snap.server_reservation_id(uuid)
+        if rid is None:
             continue
-        entry = lease_hosts.leased_entry(res, node, size, snap, now)
-        if entry is not None:
-            leased[node].append(tuple(entry) + (res,))
+        row = rows.get(uuid)
+        if row is None:
+            # Size unknown to the lease: Nova's.
+            entry = lease_hosts.leased_entry(snap.servers[uuid], node, size,
+                                             snap, now)
+            if entry is not None:
+                leased[node].append((entry[0], tuple(entry[1][:3]), rid))
+            continue
+        # As lease_hosts.leased_entry, from the snapshot's integer row:
+        # until its lease's start (built before it), now (its allocation
+        # on this host holds it) or its lease's end.
+        (start, end, vcpus, memory_mb, disk_gb, a_host, a_start,
+         a_end) = row
+        if end <= now_us:
+            continue
+        if start > now_us:
+            until = start
+        elif a_host == node and a_start <= now_us < a_end:
+            until = now_us
+        else:
+            until = end
+        leased[node].append((until, (vcpus, memory_mb, disk_gb), rid))
     registered = snap.registered
     return [core.CapacityHost(
         c.name, c.capacity, c.used,
@@ -75,6 +96,8 @@ def report(snap, hosts, start, end, step, now, lease_names=None, **kwargs):
     ``lease_names``: a callable {lease ids} -> {id: name} that fills the
     host details' bookings' ``lease_name``.
     """
+    if kwargs.get('project_id') is not None:
+        kwargs['project_items'] = snap.project_items(kwargs['project_id'])
     body = core.capacity_over_time(
         hosts, snap.calendar, snap.host_items, snap.reservations, start,
         end, step, now, **kwargs)

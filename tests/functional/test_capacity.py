@@ -342,6 +342,7 @@ class CapacityTest(test_host_reservation.HostLeaseMixin,
         refused('step', step='0')
         refused('step', step='-1h')
         refused('step', step='soon')
+        refused('step', step='9' * 40)
         refused('step', step='1m', end=(now + 100 * 24 * HOUR).strftime(
             iso))
         refused('resource', resource='gpus')

@@ -25,8 +25,6 @@ from nova_lease.calendar import capacity
 BASE = datetime.datetime(2026, 3, 1, 8, 0)
 HOUR = datetime.timedelta(hours=1)
 Res = collections.namedtuple('Res', 'lease_id project_id resource_type')
-Linked = collections.namedtuple(
-    'Linked', 'id lease_id project_id resource_type start')
 
 
 def T(k):
@@ -69,8 +67,8 @@ def reference(hosts, items, reservations, start, end, step, now,
                 if until > now and a < until and b > now:
                     for q in range(3):
                         extra[q] += size[q]
-                        if len(entry) > 2 and \
-                                entry[2].project_id == project_id:
+                        if len(entry) > 2 and reservations[
+                                entry[2]].project_id == project_id:
                             own_extra[q] += size[q]
             leased_sum = [sum(e[1][q] for e in h.leased)
                           for q in range(3)]
@@ -156,11 +154,12 @@ class CapacityReferenceTest(testtools.TestCase):
                          calendar.Demand(*data.draw(st.tuples(
                              st.integers(0, 4), st.integers(0, 8),
                              st.integers(0, 4)))),
-                         Linked('x', 'lx', data.draw(st.sampled_from(
-                             ['p0', 'p1'])), 'virtual:instance', BASE))
+                         data.draw(st.sampled_from(['x0', 'x1'])))
                         [:data.draw(st.sampled_from([2, 3]))]
                         for _n in range(data.draw(st.integers(0, 2)))]))
-        items, reservations = [], {}
+        items = []
+        reservations = {'x0': Res('lx0', 'p0', 'virtual:instance'),
+                        'x1': Res('lx1', 'p1', 'virtual:instance')}
         for k in range(data.draw(st.integers(0, 12))):
             a = data.draw(st.integers(-10, 40))
             length = data.draw(st.integers(1, 20))
@@ -231,6 +230,11 @@ class CapacityReferenceTest(testtools.TestCase):
                          step['vcpus'])
         self.assertEqual('project', body['view'])
         self.assertNotIn('host_details', body)
+        # The project's items given (as the snapshot indexes them): the
+        # same view.
+        self.assertEqual(body, _body(
+            hosts, items, reservations, BASE, BASE + HOUR, HOUR, BASE,
+            project_id='p1', project_items=[items[0]]))
         body = _body(hosts, items, reservations, BASE, BASE + HOUR, HOUR,
                      BASE, project_id='p1', detail=True)
         self.assertNotIn('host_details', body)

@@ -63,8 +63,7 @@ def parse_query(get, now):
     else:
         end = lease_params.parse_datetime(end, 'end')
     step = get.get('step') or lease_capacity.core.DEFAULT_STEP
-    step = lease_params.parse_duration(
-        int(step) if step.isdigit() else step, 'step')
+    step = lease_params.parse_duration(step, 'step')
     filters = {key: get[key] for key in ('host', 'aggregate',
                                          'availability_zone')
                if get.get(key)}
