@@ -199,9 +199,8 @@ def _peak_grid(cal, names, bounds_us):
     over the segments of every host and step.
     """
     nh, n = len(names), len(bounds_us) - 1
-    out = np.zeros((3, nh, n), np.int64)
     if cal is None or not nh:
-        return out
+        return np.zeros((3, nh, n), np.int64)
     get = cal._index.get
     rows, found = [], []
     times, off, real = cal._times, cal._off, cal._real
@@ -216,7 +215,7 @@ def _peak_grid(cal, names, bounds_us):
         found.append(times[o0:o0 + int(real[k])].searchsorted(
             bounds_us, 'right') + (o0 - 1))
     if not rows:
-        return out
+        return np.zeros((3, nh, n), np.int64)
     at = np.stack(found)                      # (hosts, steps + 1)
     # Step s covers the segments [at[s], at[s + 1]), plus segment at[s + 1]
     # when it starts before the step's end; the last step ends at the
@@ -231,13 +230,16 @@ def _peak_grid(cal, names, bounds_us):
     # (The entry after each host's last step is another host's: dropped.)
     peaks = np.stack([np.maximum.reduceat(vals[q], flat)
                       for q in range(3)]).reshape(3, len(rows), n + 1)
-    peaks = peaks[:, :, :n]
     if n > 1:
         nxt = at[:, 1:n]
         inside = times[nxt] < bounds_us[1:n]
-        peaks[:, :, :n - 1] = np.where(
-            inside, np.maximum(peaks[:, :, :n - 1], vals[:, nxt]),
-            peaks[:, :, :n - 1])
+        head = peaks[:, :, :n - 1]
+        np.maximum(head, vals[:, nxt], out=head,
+                   where=np.broadcast_to(inside, head.shape))
+    peaks = peaks[:, :, :n]
+    if len(rows) == nh:
+        return peaks
+    out = np.zeros((3, nh, n), np.int64)
     out[:, rows, :] = peaks
     return out
 
