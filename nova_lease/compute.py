@@ -406,6 +406,22 @@ class ComputeClient(object):
         return [s.to_dict() for s in
                 self._nova.services.list(binary=binary)]
 
+    # -- hypervisors ------------------------------------------------------
+
+    @_translate('list hypervisors', reads=True)
+    def list_hypervisors(self):
+        """Every compute node: ``hypervisor_hostname`` and its compute
+        service's ``host`` (as ``{'hypervisor_hostname', 'host'}``).
+        """
+        out = []
+        for hyp in self._nova.hypervisors.list(detailed=True):
+            raw = hyp.to_dict()
+            service = raw.get('service') or {}
+            out.append({'hypervisor_hostname': raw.get('hypervisor_hostname'),
+                        'host': service.get('host') or raw.get(
+                            'hypervisor_hostname')})
+        return out
+
     # -- aggregates (physical:host) ---------------------------------------
 
     @_translate('list aggregates', reads=True)

@@ -5,6 +5,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./tools/setup-env.sh
+# Headless Chromium for the capacity page's browser test (OS packages; the
+# test skips, saying why, only when they cannot be installed).
+./tools/install-chromium.sh || \
+    echo "run-tests: Chromium could not be installed: the browser test" \
+         "will skip" >&2
 VENV=${NOVA_LEASE_VENV:-.venv}
 export OS_NOVA_DISABLE_EVENTLET_PATCHING=1
 export PYTHONDONTWRITEBYTECODE=1

@@ -16,6 +16,10 @@
     nova-lease-manage [--config-file nova.conf] db stamp REV
     nova-lease-manage [--config-file nova.conf] process list
     nova-lease-manage [--config-file nova.conf] audit [--format table|json]
+    nova-lease-manage [--config-file nova.conf] capacity [--start S]
+        [--end E] [--step 1h] [--format table|json|svg|html] [--output FILE]
+        [--host H] [--aggregate A] [--availability-zone Z]
+        [--resource R[,R]] [--detail]
 
 It reads nova.conf like nova-manage does: without --config-file, the
 standard locations of project "nova" (~/.nova/nova.conf, ~/nova.conf,
@@ -27,6 +31,8 @@ Exit codes: 0 success, 1 configuration or database error (no connection
 set, unreachable, unknown revision, ...), 2 bad command line. ``audit``:
 0 nothing found, 1 findings, 2 bad command line, 3 the side database,
 Nova or placement could not be read (or nothing is configured).
+``capacity``: 0 success, 2 bad command line or query (the message names
+the option), 3 the side database, Nova or placement could not be read.
 """
 
 import datetime
@@ -45,10 +51,13 @@ import sqlalchemy as sa
 import sqlalchemy.exc
 
 from nova_lease import audit
+from nova_lease.calendar import capacity as capacity_core
+from nova_lease.cmd import capacity
 from nova_lease import conf as lease_conf
 from nova_lease.db import api as db_api
 from nova_lease.db import migration
 from nova_lease import exception
+from nova_lease import params as lease_params
 from nova_lease import registration
 
 LOG = logging.getLogger(__name__)
@@ -175,6 +184,113 @@ def add_audit_command_parsers(subparsers, conf):
     parser.set_defaults(func=commands.audit, error_code=3)
 
 
+class CapacityCommands(object):
+    #: Exit codes: a bad query; the cloud could not be read.
+    BAD_QUERY = 2
+    READ_ERROR = 3
+
+    def __init__(self, conf):
+        self.conf = conf
+
+    def _query(self, now):
+        args = self.conf.command
+        start = now if args.start in (None, 'now') else \
+            lease_params.parse_datetime(args.start, '--start')
+        end = start + capacity_core.DEFAULT_WINDOW if args.end is None else \
+            lease_params.parse_datetime(args.end, '--end')
+        step = lease_params.parse_duration(args.step, '--step')
+        filters = {key: getattr(args, key) for key in (
+            'host', 'aggregate', 'availability_zone')
+            if getattr(args, key)}
+        if args.resource:
+            filters['resources'] = [r.strip() for r in
+                                    args.resource.split(',') if r.strip()]
+        return start, end, step, filters
+
+    def capacity(self):
+        args = self.conf.command
+        formatter = capacity.FORMATTERS[args.format]
+        now = timeutils.utcnow()
+        try:
+            start, end, step, filters = self._query(now)
+            # (Checked before anything is read.)
+            capacity_core.check_resources(filters.get('resources'))
+            capacity_core.step_bounds(start, end, step)
+            body = capacity.report(
+                self.conf, start, end, step, now=now,
+                detail=bool(args.detail or formatter.detail), **filters)
+        except lease_params.LeaseParamError as e:
+            print('%s: capacity: %s' % (PROG, e), file=sys.stderr)
+            return self.BAD_QUERY
+        except capacity_core.CapacityError as e:
+            print('%s: capacity: --%s: %s' % (
+                PROG, e.field.replace('_', '-'), e.message),
+                file=sys.stderr)
+            return self.BAD_QUERY
+        except audit.AuditReadError as e:
+            print('%s: capacity: cannot read the cloud: %s' % (PROG, e),
+                  file=sys.stderr)
+            return self.READ_ERROR
+        text = formatter.render(body)
+        if args.output:
+            mode = 'wb' if isinstance(text, bytes) else 'w'
+            with open(args.output, mode) as f:
+                f.write(text)
+                if mode == 'w' and not text.endswith('\n'):
+                    f.write('\n')
+        else:
+            print(text)
+        return 0
+
+
+def add_capacity_command_parsers(subparsers, conf):
+    commands = CapacityCommands(conf)
+    help = ('Capacity over time: per step and in total, per resource '
+            '(vcpus, memory_mb, disk_gb, hosts) the capacity, what '
+            'unleased work uses, what leases promise and what is free; '
+            'the body of GET /os-reservation/capacity, read from the '
+            'side database (a full read of the calendar) and from the '
+            'compute API and placement with the [nova_lease_auth] service '
+            'user. Exit code 0: done, 2: bad query, 3: could not read.')
+    parser = subparsers.add_parser('capacity', help=help, description=help)
+    parser.add_argument('--start', default=None,
+                        help='start of the window: a date (UTC, '
+                             '"YYYY-MM-DD HH:MM" or ISO 8601) or "now" '
+                             '(default)')
+    parser.add_argument('--end', default=None,
+                        help='end of the window (default: a day after '
+                             'the start)')
+    parser.add_argument('--step', default=capacity_core.DEFAULT_STEP,
+                        help='step: seconds or a number followed by s, m, '
+                             'h or d (default 1h); at most %d steps'
+                             % capacity_core.MAX_STEPS)
+    parser.add_argument('--format', choices=sorted(capacity.FORMATTERS),
+                        default='table',
+                        help='table (default) for people, json for '
+                             'scripts (the API\'s body), svg for the '
+                             'picture of hosts and leases over time, html '
+                             'for a self-contained page with the picture '
+                             'and the totals (svg and html always have the '
+                             'per-host details)')
+    parser.add_argument('--output', default=None,
+                        help='write to this file instead of stdout')
+    parser.add_argument('--host', default=None,
+                        help='only this host (hypervisor hostname or '
+                             'compute service host)')
+    parser.add_argument('--aggregate', default=None,
+                        help='only the hosts of this aggregate')
+    parser.add_argument('--availability-zone', dest='availability_zone',
+                        default=None,
+                        help='only the hosts of this availability zone')
+    parser.add_argument('--resource', default=None,
+                        help='comma-separated resources among %s (default '
+                             'all)' % ', '.join(capacity_core.RESOURCES))
+    parser.add_argument('--detail', action='store_true',
+                        help='add the per-host details (host_details) to '
+                             'the json format')
+    parser.set_defaults(func=commands.capacity, error_code=3)
+
+
 def _time(value):
     return value.strftime('%Y-%m-%d %H:%M:%S') if value else '-'
 
@@ -198,6 +314,7 @@ def add_command_parsers(subparsers, conf):
     add_db_command_parsers(subparsers, conf)
     add_process_command_parsers(subparsers, conf)
     add_audit_command_parsers(subparsers, conf)
+    add_capacity_command_parsers(subparsers, conf)
 
 
 def add_db_command_parsers(subparsers, conf):

@@ -79,6 +79,7 @@ InvalidField = common.InvalidField
 lease_create = leases.lease_create
 lease_get = leases.lease_get
 lease_list = leases.lease_list
+lease_names = leases.lease_names
 lease_update = leases.lease_update
 lease_destroy = leases.lease_destroy
 

@@ -167,6 +167,18 @@ def lease_list(db, project_id=None, statuses=None):
         return leases
 
 
+def lease_names(db, lease_ids):
+    """{lease id: name} of those leases (the ones that exist)."""
+    ids = sorted(set(lease_ids))
+    out = {}
+    with transaction.reading(db) as session:
+        for k in range(0, len(ids), 500):
+            out.update(session.execute(
+                sa.select(LEASES.c.id, LEASES.c.name)
+                .where(LEASES.c.id.in_(ids[k:k + 500]))).all())
+    return out
+
+
 def lease_update(db, lease_id, values, expected_status=None, expected=None):
     """Update a lease's columns and return the lease dict (as lease_get).
 

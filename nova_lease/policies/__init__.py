@@ -20,9 +20,11 @@ Nova's rules. Their check strings build on Nova's persona rules
 
 import itertools
 
+from nova_lease.policies import capacity
 from nova_lease.policies import host
 from nova_lease.policies import lease
 
 
 def list_rules():
-    return list(itertools.chain(lease.list_rules(), host.list_rules()))
+    return list(itertools.chain(lease.list_rules(), host.list_rules(),
+                                capacity.list_rules()))

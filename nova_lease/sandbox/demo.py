@@ -24,6 +24,7 @@ import datetime
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 
@@ -132,10 +133,15 @@ class Demo(object):
     """State shared by the steps of one demo run."""
 
     def __init__(self, env, timeline, timeout=60.0, admin_env=None,
-                 engine=None):
+                 engine=None, conf_path=None, page_path=None):
         self.env = env
         self.admin_env = admin_env
         self.engine = engine
+        self.conf_path = conf_path
+        self.page_path = page_path
+        #: Servers and leases of the "book ahead" step, for its clean-up.
+        self.booked_servers = []
+        self.booked_leases = []
         self.timeline = timeline
         self.timeout = timeout
         self.compute = None
@@ -482,6 +488,109 @@ def _end_best_effort(demo):
     demo.reservation_id = None
 
 
+def _boot_leased(demo, name, params, wait):
+    hints = {'reserved': 'True', 'lease_params': json.dumps(params)}
+    demo.say("nova boot --flavor %s --image %s --nic none "
+             "--hint reserved=True --hint lease_params='%s' %s",
+             demo.env['NOVA_LEASE_FLAVOR'], demo.env['NOVA_LEASE_IMAGE'],
+             hints['lease_params'], name)
+    server = demo.compute.boot(name, demo.env['NOVA_LEASE_IMAGE'],
+                               demo.env['NOVA_LEASE_FLAVOR'], hints)
+    demo.booked_servers.append(server.id)
+
+    def _state():
+        server_now = demo.compute.get(server.id)
+        if server_now.status == 'ERROR':
+            raise DemoFailed('server went to ERROR: %s'
+                             % getattr(server_now, 'fault', {}))
+        return server_now if server_now.status == wait else None
+
+    demo.wait_for(wait, _state)
+    demo.say('server %s is %s', server.id, wait)
+
+
+def _book_ahead(demo):
+    now = timeutils.utcnow()
+
+    def _at(minutes):
+        return (now + datetime.timedelta(minutes=minutes)).strftime(
+            '%Y-%m-%d %H:%M')
+
+    _boot_leased(demo, 'demo-vm4', {'name': 'demo-training',
+                                    'start': 'now', 'duration': '2h'},
+                 'ACTIVE')
+    _boot_leased(demo, 'demo-vm5', {'name': 'demo-nightly',
+                                    'start': _at(60), 'duration': '3h'},
+                 'SHELVED_OFFLOADED')
+    demo.say("openstack reservation lease create --reservation "
+             "resource_type=physical:host,min=1,max=1,"
+             "hypervisor_properties='[]',resource_properties='[]' "
+             "--start-date '%s' --end-date '%s' demo-host-later",
+             _at(30), _at(240))
+    lease = Reservation(demo.env).create_lease({
+        'name': 'demo-host-later', 'start_date': _at(30),
+        'end_date': _at(240),
+        'reservations': [{'resource_type': 'physical:host', 'min': 1,
+                          'max': 1, 'hypervisor_properties': '[]',
+                          'resource_properties': '[]'}],
+        'events': []})
+    demo.booked_leases.append(lease['id'])
+    demo.say('lease %s is %s: %s is booked from %s to %s UTC', lease['id'],
+             lease['status'], DEMO_HOST, _at(30), _at(240))
+
+
+#: The window of the demo's capacity page: from a little before now to
+#: a few hours ahead, in 15-minute steps.
+PAGE_WINDOW = (datetime.timedelta(minutes=-30), datetime.timedelta(hours=5),
+               datetime.timedelta(minutes=15))
+
+
+def capacity_page_command(conf_path, output, now):
+    """The nova-lease-manage command line that writes the demo's page."""
+    start = now + PAGE_WINDOW[0]
+    start = start.replace(minute=start.minute - start.minute % 15,
+                          second=0, microsecond=0)
+    end = start + PAGE_WINDOW[1]
+    return [sys.executable, '-m', 'nova_lease.cmd.manage',
+            '--config-file', conf_path, 'capacity',
+            '--start', start.strftime('%Y-%m-%dT%H:%M:%SZ'),
+            '--end', end.strftime('%Y-%m-%dT%H:%M:%SZ'),
+            '--step', str(int(PAGE_WINDOW[2].total_seconds())),
+            '--detail', '--format', 'html', '--output', output]
+
+
+def _capacity_page(demo):
+    if not demo.conf_path or not demo.page_path:
+        demo.say('no nova.conf of the sandbox given: skipped')
+        return
+    command = capacity_page_command(demo.conf_path, demo.page_path,
+                                    timeutils.utcnow())
+    demo.say('nova-lease-manage --config-file %s %s', demo.conf_path,
+             ' '.join(command[5:]))
+    proc = subprocess.run(command, stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True,
+                          timeout=demo.timeout * 2)
+    if proc.returncode != 0:
+        raise DemoFailed('nova-lease-manage capacity exited with %d: %s'
+                         % (proc.returncode, proc.stderr.strip()[-2000:]))
+    demo.say('capacity page: %s (open it in a browser)', demo.page_path)
+
+
+def _end_bookings(demo):
+    api = Reservation(demo.env)
+    for lease_id in demo.booked_leases:
+        api.delete_lease(lease_id)
+        demo.say('lease %s deleted', lease_id)
+    demo.booked_leases = []
+    for server_id in demo.booked_servers:
+        demo.compute.delete(server_id)
+    for server_id in demo.booked_servers:
+        demo.wait_for('deletion', lambda: not demo.compute.exists(
+            server_id))
+        demo.say('server %s deleted (and its lease)', server_id)
+    demo.booked_servers = []
+
+
 def default_steps():
     """The demo's steps, in order. Extend here."""
     return [
@@ -510,20 +619,27 @@ def default_steps():
         Step('wait while it empties a host (IN_PROGRESS, then ACTIVE)',
              _best_effort_started),
         Step('end the best-effort lease', _end_best_effort),
+        Step('book the coming hours: a VM now, a VM and the host later',
+             _book_ahead),
+        Step('draw the cloud\'s capacity over time as a page',
+             _capacity_page),
+        Step('end those bookings', _end_bookings),
     ]
 
 
 def run(env, out=None, steps=None, timeout=60.0, admin_env=None,
-        engine=None):
+        engine=None, conf_path=None, page_path=None):
     """Run the demo; return True if every step passed.
 
     ``env`` is the demo user's openrc, ``admin_env`` the admin's (for the
     host registration step); ``engine`` the sandbox's
-    :class:`nova_lease.sandbox.engine.EngineProcess` (for the crash step).
+    :class:`nova_lease.sandbox.engine.EngineProcess` (for the crash step);
+    ``conf_path`` the sandbox's nova.conf and ``page_path`` where the
+    capacity page goes (for the page step).
     """
     timeline = Timeline(out)
     demo = Demo(env, timeline, timeout=timeout, admin_env=admin_env,
-                engine=engine)
+                engine=engine, conf_path=conf_path, page_path=page_path)
     steps = default_steps() if steps is None else steps
     timeline.say('demo: %d steps', len(steps))
     for number, step in enumerate(steps, 1):
@@ -533,16 +649,18 @@ def run(env, out=None, steps=None, timeout=60.0, admin_env=None,
         except Exception as e:
             timeline.say('step %d FAILED: %s: %s', number,
                          type(e).__name__, e)
-            for server_id in (demo.server_id, demo.future_id,
-                              demo.on_host_id):
+            for server_id in [demo.server_id, demo.future_id,
+                              demo.on_host_id] + demo.booked_servers:
                 if server_id and demo.compute:
                     try:
                         demo.compute.delete(server_id)
                     except Exception:  # best effort clean-up
                         pass
-            if demo.host_lease_id:
+            for lease_id in [demo.host_lease_id] + demo.booked_leases:
+                if not lease_id:
+                    continue
                 try:
-                    Reservation(env).delete_lease(demo.host_lease_id)
+                    Reservation(env).delete_lease(lease_id)
                 except Exception:  # best effort clean-up
                     pass
             for server_id in demo.bystanders:

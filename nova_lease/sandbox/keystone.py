@@ -85,6 +85,9 @@ CATALOG = (
     # Read-only stand-in so the clients can look images up
     # (nova_lease.sandbox.images).
     ('glance', 'image', 'Image service stand-in (read-only)', '/image'),
+    # The in-process placement, for nova-lease-manage audit and capacity
+    # (nova_lease.sandbox.placement_edge).
+    ('placement', 'placement', 'Placement API (in process)', '/placement'),
 )
 INTERFACES = ('public', 'internal', 'admin')
 

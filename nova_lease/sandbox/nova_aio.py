@@ -53,6 +53,7 @@ from oslo_log import log as logging
 from nova_lease.sandbox import devstack
 from nova_lease.sandbox import engine
 from nova_lease.sandbox import images
+from nova_lease.sandbox import placement_edge
 
 LOG = logging.getLogger(__name__)
 CONF = cfg.CONF
@@ -440,6 +441,8 @@ class NovaAllInOne(fixtures.Fixture):
         _register_api_service(CONF.host)
         app = images.mount(api_wsgi.Loader().load_app('osapi_compute'),
                            images.ImageApp(self._images))
+        app = images.mount(app, placement_edge.app(
+            self.placement.endpoint), prefix=placement_edge.PREFIX)
         self._server = simple_server.make_server(
             HOST, self.port, app, server_class=_ThreadingWSGIServer,
             handler_class=_LogHandler)

@@ -256,9 +256,11 @@ class Sandbox(object):
                 from nova_lease.sandbox import demo
                 env = openrc.read_openrc(self.openrc_path('demo'))
                 admin_env = openrc.read_openrc(self.openrc_path('admin'))
-                code = 0 if demo.run(env, out=self.out,
-                                     admin_env=admin_env,
-                                     engine=self.engine) else 1
+                code = 0 if demo.run(
+                    env, out=self.out, admin_env=admin_env,
+                    engine=self.engine, conf_path=self.nova.conf_path,
+                    page_path=os.path.join(self.state_dir,
+                                           'capacity.html')) else 1
                 if not self.keep_running:
                     return code
             while True:

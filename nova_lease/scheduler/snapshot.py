@@ -409,6 +409,32 @@ class Snapshot(object):
             parts.append(cal._by_host)
         return parts
 
+    def project_items(self, project_id):
+        """The calendar Items of project ``project_id``'s allocations.
+
+        The index of reservations by project is made at the first call
+        (one pass over the reservations) and kept with this snapshot.
+        """
+        index = self.__dict__.get('_by_project')
+        if index is None:
+            index = collections.defaultdict(list)
+            for rid, raw in self._res.fast_items():
+                index[raw[2]].append(rid)
+            self._by_project = index
+        items = []
+        for rid in index.get(project_id, ()):
+            group = self._alloc.get(rid)
+            if group is not None:
+                items.extend(_items_of(group))
+        return items
+
+    def server_reservation_id(self, uuid):
+        """The id of the instance reservation linked to server ``uuid``
+        (None: none).
+        """
+        raw = self._servers.get(uuid)
+        return None if raw is None else raw[0]
+
     def calendar_without(self, refs, hosts):
         """A Calendar of ``hosts``' allocations, less those of ``refs``.
 

@@ -312,7 +312,7 @@ class SandboxTest(ClientMixin, testtools.TestCase):
     def test_demo(self):
         sandbox = Sandbox(self.state_dir, '--demo', test=self)
         sandbox.wait_ready()
-        sandbox.wait_for_line(lambda line: line.endswith('demo: done'), 90)
+        sandbox.wait_for_line(lambda line: line.endswith('demo: done'), 150)
         self.assertEqual(0, sandbox.wait_exit(STOP_TIMEOUT),
                          sandbox.terminal())
         timeline = '\n'.join(sandbox.lines)
@@ -328,8 +328,24 @@ class SandboxTest(ClientMixin, testtools.TestCase):
                      'is IN_PROGRESS: 1 of its 2 hosts taken from the cloud',
                      'holds host1, host3 (seen by the admin)',
                      'is ACTIVE on host2',
-                     'only host3 in the free pool'):
+                     'only host3 in the free pool',
+                     'nova-lease-manage --config-file ',
+                     ' capacity --start ', 'capacity page: '):
             self.assertIn(text, timeline)
+        # The page of the cloud's capacity, written by nova-lease-manage
+        # (which reads placement through the sandbox's catalog) while the
+        # demo's last bookings were there.
+        page = os.path.join(self.state_dir, 'capacity.html')
+        self.assertIn('capacity page: %s (open it in a browser)' % page,
+                      timeline)
+        with open(page) as f:
+            html = f.read()
+        for text in ('data-lease-name="demo-training"',
+                     'data-lease-name="demo-nightly"',
+                     'data-lease-name="demo-host-later" data-project-id',
+                     'data-host="host3" data-resource-type="physical:host"',
+                     'class="idle"'):
+            self.assertIn(text, html)
 
 
 def _lease_statuses(reservation):

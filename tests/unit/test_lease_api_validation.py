@@ -328,7 +328,8 @@ class RouteTableTest(testtools.TestCase):
     def test_query_strings_of_get_routes(self):
         with_query = {(t, m) for t, m, r in self._routes()
                       if r.query is not None}
-        self.assertEqual({('/leases', 'GET'),
+        self.assertEqual({('/capacity', 'GET'),
+                          ('/leases', 'GET'),
                           ('/os-hosts/allocations', 'GET'),
                           ('/os-hosts/idle', 'GET'),
                           ('/os-hosts/{host_id}/allocation', 'GET'),

@@ -176,4 +176,4 @@ class PolicyTest(testtools.TestCase):
                              env=dict(os.environ,
                                       OS_NOVA_DISABLE_EVENTLET_PATCHING='1'))
         self.assertEqual(0, out.returncode, out.stderr)
-        self.assertIn("['nova_lease:leases:create'] True", out.stdout)
+        self.assertIn("['nova_lease:capacity:all'] True", out.stdout)

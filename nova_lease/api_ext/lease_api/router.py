@@ -29,9 +29,12 @@ from oslo_db import exception as db_exc
 from oslo_log import log as logging
 
 from nova_lease.api_ext.lease_api import errors
+from nova_lease.api_ext.lease_api.handlers import capacity
 from nova_lease.api_ext.lease_api.handlers import hosts
 from nova_lease.api_ext.lease_api.handlers import leases
 from nova_lease.api_ext.lease_api.handlers import root
+from nova_lease.api_ext.lease_api.schemas import capacity as \
+    capacity_schemas
 from nova_lease.api_ext.lease_api.schemas import hosts as host_schemas
 from nova_lease.api_ext.lease_api.schemas import leases as lease_schemas
 from nova_lease.api_ext.lease_api import validation
@@ -51,6 +54,9 @@ Route = collections.namedtuple('Route', ['handler', 'body', 'query'],
 #: path decides (a 405 if it has no route for the method): literal paths
 #: come before the templates they would also match.
 ROUTES = {
+    '/capacity': {
+        'GET': Route(capacity.show_capacity, query=capacity_schemas.QUERY),
+    },
     '/leases': {
         'GET': Route(leases.list_leases, query=lease_schemas.LIST_QUERY),
         'POST': Route(leases.create_lease, body=lease_schemas.CREATE),
@@ -158,6 +164,9 @@ def handle(req, ctx, rest, base_href):
         code, body = route.handler(req, ctx, **kwargs)
         return errors.json_response(code, body)
     except exception.NovaLeaseException as e:
+        if e.code == 503:
+            # (A message of our own, never database text.)
+            return errors.error_response(503, str(e), 'ServiceUnavailable')
         if e.code >= 500:
             return errors.internal_error(req, rest)
         return errors.error_response(e.code, str(e), type(e).__name__)
