@@ -279,6 +279,21 @@ class ComputeClient(object):
             return False
         return True
 
+    @_translate('live-migrate server')
+    def live_migrate_server(self, server_id):
+        """Live-migrate the server; Nova's scheduler picks the host."""
+        self._nova.servers.live_migrate(server_id, None, 'auto')
+
+    @_translate('migrate server')
+    def migrate_server(self, server_id):
+        """Cold-migrate the server; Nova's scheduler picks the host."""
+        self._nova.servers.migrate(server_id)
+
+    @_translate('confirm the migration of server')
+    def confirm_migration(self, server_id):
+        """Confirm a cold migration (the server is VERIFY_RESIZE)."""
+        self._nova.servers.confirm_resize(server_id)
+
     @_translate('set server metadata')
     def set_server_metadata(self, server_id, metadata):
         self._nova.servers.set_meta(server_id, metadata)

@@ -22,7 +22,14 @@
   event (``attempts``, ``last_error``, ``next_attempt_at``).
 * ``scheduled``: as every lease was before types: any start; a failed
   start is retried as ``retries`` says, else ``max_retries``.
-* ``best_effort``: not available yet (400).
+* ``best_effort`` (host reservations of the lease API, starting now):
+  when the free reservable hosts are not enough, ordinary compute hosts
+  whose servers belong to no lease are taken and their servers migrated
+  away (nova_lease.hunt, nova_lease.api_ext.best_effort); the lease is
+  ``IN_PROGRESS`` until they are empty, then ``ACTIVE``, or ``TIMEDOUT``
+  after ``[nova_lease] best_effort_timeout`` with every host released. A
+  hunt that cannot succeed (the rest of the cloud cannot take the
+  servers) is a 409 at creation.
 
 The type is chosen per lease (the lease API's ``lease_type``,
 ``lease_params``' ``type``), else ``[nova_lease] default_lease_type``.
@@ -33,6 +40,7 @@ from nova_lease import params as lease_params
 IMMEDIATE = 'immediate'
 RETRIES = 'retries'
 SCHEDULED = 'scheduled'
+BEST_EFFORT = 'best_effort'
 
 
 def effective(params, opts, field='retries'):
@@ -48,7 +56,8 @@ def effective(params, opts, field='retries'):
     if kind == IMMEDIATE and not params.start_now:
         kind = SCHEDULED
     retries = params.retries
-    if kind == IMMEDIATE:
+    if kind in (IMMEDIATE, BEST_EFFORT):
+        # (A hunt is retried until best_effort_timeout instead.)
         retries = 0
     elif kind == RETRIES:
         if retries is None:

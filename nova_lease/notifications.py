@@ -52,7 +52,12 @@ BEFORE_END = 'lease.before_end'
 END = 'lease.end'
 DELETE = 'lease.delete'
 ERROR = 'lease.error'
-EVENT_TYPES = (CREATE, START, BEFORE_END, END, DELETE, ERROR)
+#: A best-effort lease hunting for hosts (each attempt that left servers
+#: on its hosts), and one that gave up.
+IN_PROGRESS = 'lease.in_progress'
+TIMEDOUT = 'lease.timedout'
+EVENT_TYPES = (CREATE, START, BEFORE_END, END, DELETE, ERROR, IN_PROGRESS,
+               TIMEDOUT)
 
 _LEASE_FIELDS = ('id', 'name', 'project_id', 'user_id', 'start_date',
                  'end_date', 'before_end_date', 'status', 'status_reason',

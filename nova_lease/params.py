@@ -86,8 +86,9 @@ BEFORE_END_MAX_FRACTION = 0.5
 NAME_MAX_LENGTH = 255
 MAX_RETRIES = 100
 ON_END_ACTIONS = ('delete', 'shelve')
-#: Climate's lease types (best_effort: not available yet).
-LEASE_TYPES = ('immediate', 'retries', 'scheduled')
+#: Climate's lease types (nova_lease.lease_types); best_effort only for
+#: host reservations of the lease API.
+LEASE_TYPES = ('immediate', 'retries', 'scheduled', 'best_effort')
 MAX_RAW_LENGTH = 65535
 
 #: Internal scheduler hints: the nova-api filter adds them, LeaseFilter
@@ -554,21 +555,26 @@ def _parse_lease_type(value, names, start_now, retries):
     field = names['type']
     if value is None:
         return None
-    if value == 'best_effort':
-        raise _error(field, 'unsupported', "'%s': best_effort leases are "
-                     "not available yet; use immediate, retries or "
+    if value == 'best_effort' and names is _HINT_NAMES:
+        raise _error(field, 'unsupported', "'%s': best_effort applies to "
+                     "host reservations (the lease API's physical:host), "
+                     "not to a server's lease; use immediate, retries or "
                      "scheduled", field)
     if value not in LEASE_TYPES:
         raise _error(field, 'choice', "'%s' must be one of %s, got %s",
                      field, ', '.join(LEASE_TYPES), quoted(value))
-    if value == 'immediate':
+    if value in ('immediate', 'best_effort'):
+        kind = 'an immediate' if value == 'immediate' else 'a best_effort'
         if not start_now:
-            raise _error(field, 'unsupported', "'%s': an immediate lease "
-                         "starts now ('%s' \"now\")", field, names['start'])
+            raise _error(field, 'unsupported', "'%s': %s lease "
+                         "starts now ('%s' \"now\")", field, kind,
+                         names['start'])
         if retries:
-            raise _error(names['retries'], 'unsupported', "'%s': an "
-                         "immediate lease is provisioned now or not at all, "
-                         "never retried", names['retries'])
+            raise _error(names['retries'], 'unsupported', "'%s': %s "
+                         "lease is never retried (%s)", names['retries'],
+                         kind, 'it is provisioned now or not at all'
+                         if value == 'immediate' else 'it hunts until '
+                         '[nova_lease] best_effort_timeout')
     return value
 
 

@@ -34,6 +34,7 @@ REST API instead (nova_lease.compute).
 
 import threading
 
+from nova.api.openstack import common as api_common
 from nova import availability_zones
 from nova.compute import api as compute_api
 from nova import context as nova_context
@@ -42,6 +43,7 @@ from nova import objects
 from oslo_log import log as logging
 
 from nova_lease import exception
+from nova_lease import hunt
 
 LOG = logging.getLogger(__name__)
 
@@ -204,3 +206,32 @@ def servers_on_host(ctx, service_host):
     return sorted(({'id': inst.uuid, 'project_id': inst.project_id,
                     'name': inst.display_name, 'vm_state': inst.vm_state}
                    for inst in instances), key=lambda s: s['id'])
+
+
+def servers_to_move(ctx, service_host):
+    """The servers of a compute service host, as :class:`hunt.Server` s
+    (with their Nova status, task state and flavor's size), by id.
+
+    :raises CellUnavailable: (409) the cell database did not answer.
+    """
+    ctx = ctx.elevated()
+    try:
+        mapping = objects.HostMapping.get_by_host(ctx, service_host)
+    except nova_exception.HostMappingNotFound:
+        return []
+    try:
+        with nova_context.target_cell(ctx, mapping.cell_mapping) as cctx:
+            instances = objects.InstanceList.get_by_filters(
+                cctx, {'host': service_host, 'deleted': False},
+                expected_attrs=['flavor'])
+    except Exception as e:
+        LOG.exception('Could not list the servers of host %s',
+                      service_host)
+        raise CellUnavailable(host=service_host,
+                              reason=type(e).__name__) from e
+    return sorted((hunt.Server(
+        inst.uuid, inst.project_id,
+        api_common.status_from_state(inst.vm_state, inst.task_state),
+        inst.task_state, inst.flavor.vcpus, inst.flavor.memory_mb,
+        inst.flavor.root_gb + inst.flavor.ephemeral_gb)
+        for inst in instances), key=lambda s: s.id)

@@ -331,6 +331,10 @@ def _counted(index, piece, wholes):
         return True
     if piece.server is None:
         return True
+    if any(lease['status'] == _L.IN_PROGRESS for lease, _r in wholes):
+        # A best-effort lease hunting: the servers in its way are being
+        # migrated off (its status says so; it times out otherwise).
+        return False
     server = index.servers.get(piece.server)
     return server is None or not any(
         _belongs(index, lease, reservation, server)

@@ -125,7 +125,33 @@ lease_params retries or the lease API's retries); more is a 400.
                ],
                help="""
 The type of a lease that does not name one (the lease API's lease_type,
-lease_params type). best_effort leases are not available yet.
+lease_params type). best_effort is never a default: a lease asks for it.
+"""),
+    cfg.IntOpt('best_effort_timeout',
+               default=60,
+               min=1,
+               help="""
+Minutes a best_effort host lease may stay IN_PROGRESS, hunting for hosts (the
+servers of the hosts it took being migrated away), counted from its creation.
+Then it is TIMEDOUT: the migrations under way are let finish (none is left
+half-done), and every host it held is released (doc/source/user/hints.rst,
+"Lease types").
+"""),
+    cfg.BoolOpt('best_effort_cold_migration',
+                default=False,
+                help="""
+Whether a best_effort host lease may cold-migrate (stop, move, start) a
+server that Nova refuses to live-migrate, or a stopped one. Off by default:
+only live migration, which the server's users do not notice, is used, and a
+host with a stopped server is not taken.
+"""),
+    cfg.IntOpt('best_effort_retry_interval',
+               default=30,
+               min=1,
+               help="""
+Seconds between two attempts of a best_effort lease's hunt when a migration
+failed or was refused (it is retried until best_effort_timeout, whatever
+max_retries says).
 """),
     cfg.IntOpt('retry_interval',
                default=30,

@@ -195,6 +195,7 @@ class ActionsMixin(object):
             except Exception as e:
                 failure = plugin_base.PluginError(
                     reason='%s failed: %s' % (entry.what, e))
+                failure.__cause__ = e
             else:
                 if isinstance(note, plugin_base.Wait):
                     self._park(job, entry.plugin, note, entry.what)
@@ -242,7 +243,7 @@ class ActionsMixin(object):
     def _act(self, job, event, lease):
         etype = event['event_type']
         limit = outcomes.max_retries(lease, self.opts) + 1
-        if event['attempts'] > limit:
+        if event['attempts'] > limit and not outcomes.hunting(event, lease):
             raise jobs.GaveUp(attempts=event['attempts'] - 1,
                               error=event.get('last_error') or
                               'none recorded')

@@ -116,7 +116,9 @@ class ClaimingMixin(object):
         if etype == _T.START_LEASE:
             if current == _L.PENDING:
                 return _L.STARTING
-            if current != _L.STARTING:     # STARTING: resume a start
+            # STARTING: resume a start; IN_PROGRESS: a best-effort lease
+            # hunting (it stays IN_PROGRESS until its hosts are empty).
+            if current not in (_L.STARTING, _L.IN_PROGRESS):
                 event['_skip'] = 'the lease is %s' % current
         elif etype == _T.END_LEASE:
             if current == _L.TERMINATED:

@@ -28,6 +28,7 @@ from oslo_utils import timeutils
 
 from nova_lease import notifications
 from nova_lease.periodic import jobs
+from nova_lease.plugins import base as plugin_base
 from nova_lease import status
 
 LOG = logging.getLogger(__name__)
@@ -36,6 +37,8 @@ _L = status.LeaseStatus
 _R = status.ReservationStatus
 _E = status.EventStatus
 _T = status.EventType
+
+HUNT_TIMED_OUT = plugin_base.HuntTimedOut
 
 SUCCESS_NOTICES = {
     _T.START_LEASE: notifications.START,
@@ -53,6 +56,27 @@ def max_retries(lease, opts):
     """How many times a failed action of lease is retried."""
     retries = lease.get('retries')
     return opts.max_retries if retries is None else retries
+
+
+def hunting(event, lease):
+    """Is this the start of a best-effort lease hunting for hosts?
+
+    Such a start is retried every ``best_effort_retry_interval`` seconds,
+    whatever ``max_retries`` says, until the plugin gives up at the
+    lease's ``best_effort_timeout`` (TIMEDOUT).
+    """
+    return (event['event_type'] == _T.START_LEASE and
+            lease.get('status') == _L.IN_PROGRESS)
+
+
+def _timed_out(error):
+    """The HuntTimedOut behind error, or None."""
+    seen = 0
+    while error is not None and seen < 10:
+        if isinstance(error, HUNT_TIMED_OUT):
+            return error
+        error, seen = error.__cause__, seen + 1
+    return None
 
 
 def result(event, event_status, **extra):
@@ -83,7 +107,8 @@ def success(event, lease, notes=()):
     if etype == _T.START_LEASE:
         new = _L.ACTIVE
         extra.update({'lease_status': str(new),
-                      'lease_expected': [str(_L.STARTING)],
+                      'lease_expected': [str(_L.STARTING),
+                                         str(_L.IN_PROGRESS)],
                       'status_reason': note,
                       'reservation_status': str(_R.ACTIVE),
                       'reservation_expected': [str(_R.PENDING)]})
@@ -110,6 +135,8 @@ def failure(event, lease, error, opts):
     retries = max_retries(lease, opts)
     message = str(error) or type(error).__name__
     now = timeutils.utcnow()
+    if hunting(event, lease):
+        return _hunt_failure(event, lease, error, opts, message, now)
     if attempts <= retries and not isinstance(error, jobs.GaveUp):
         delay = opts.retry_interval * 2 ** (attempts - 1)
         at = now + datetime.timedelta(seconds=delay)
@@ -140,3 +167,35 @@ def failure(event, lease, error, opts):
                 dict(lease, status=str(_L.ERROR),
                      status_reason=reason)),)
     return result(event, _E.ERROR, **extra), notices
+
+
+def _hunt_failure(event, lease, error, opts, message, now):
+    """A best-effort lease's hunt: TIMEDOUT when its plugin gave up,
+    else tried again (it stays IN_PROGRESS).
+    """
+    gave_up = _timed_out(error)
+    if gave_up is None:
+        at = now + datetime.timedelta(
+            seconds=opts.best_effort_retry_interval)
+        reason = ('hunting for hosts (attempt %d), next attempt at %s UTC: '
+                  '%s' % (event['attempts'], at.strftime(
+                      '%Y-%m-%d %H:%M:%S'), message))
+        LOG.info('Lease %(lease)s: %(reason)s',
+                 {'lease': lease['id'], 'reason': reason})
+        return result(event, _E.UNDONE, last_error=message,
+                      next_attempt_at=at, status_reason=reason), (
+            (notifications.IN_PROGRESS,
+             dict(lease, status=str(_L.IN_PROGRESS),
+                  status_reason=reason)),)
+    reason = str(gave_up)
+    LOG.warning('Lease %(lease)s is now TIMEDOUT: %(reason)s',
+                {'lease': lease['id'], 'reason': reason})
+    extra = {'last_error': reason, 'status_reason': reason,
+             'lease_status': str(_L.TIMEDOUT),
+             'lease_expected': [str(_L.IN_PROGRESS)],
+             'reservation_status': str(_R.DELETED),
+             'reservation_expected': sources(status.RESERVATION,
+                                             _R.DELETED)}
+    return result(event, _E.ERROR, **extra), (
+        (notifications.TIMEDOUT, dict(lease, status=str(_L.TIMEDOUT),
+                                      status_reason=reason)),)

@@ -84,6 +84,12 @@ class PluginError(exception.NovaLeaseException):
     msg_fmt = '%(reason)s'
 
 
+class HuntTimedOut(PluginError):
+    """A best-effort lease gave up hunting for hosts: the engine makes it
+    TIMEDOUT (the plugin has released what it held).
+    """
+
+
 class Wait(object):
     """What a plugin method returns to have the engine wait for a server.
 

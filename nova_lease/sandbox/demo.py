@@ -144,6 +144,7 @@ class Demo(object):
         self.host_lease_id = None
         self.reservation_id = None
         self.on_host_id = None
+        self.bystanders = []
         self.lease_params = {'name': 'demo-lease', 'start': 'now',
                              'duration': '1h'}
 
@@ -378,6 +379,109 @@ def _end_host_lease(demo):
     demo.host_lease_id = demo.on_host_id = None
 
 
+#: The compute hosts of the best-effort steps: the admin's bystanders run
+#: there (one on the first, two on the second), and the lease takes the
+#: free pool's host (DEMO_HOST) plus the cheapest of them to empty.
+HUNT_HOSTS = ('host1', 'host2')
+
+
+def _hunt_bystanders(demo):
+    if not demo.admin_env:
+        raise DemoFailed('no admin credentials for the bystanders')
+    admin = Compute(demo.admin_env)
+    demo.bystanders = []
+    for host, count in zip(HUNT_HOSTS, (1, 2)):
+        for i in range(count):
+            demo.say('nova boot --availability-zone nova:%s ... '
+                     'bystander-%s-%d   (as the admin: no lease)',
+                     host, host, i)
+            server = admin.nova.servers.create(
+                'bystander-%s-%d' % (host, i),
+                demo.env['NOVA_LEASE_IMAGE'], demo.env['NOVA_LEASE_FLAVOR'],
+                nics='none', availability_zone='nova:%s' % host)
+            demo.bystanders.append(server.id)
+    for server_id in demo.bystanders:
+        demo.wait_for('bystander %s to be ACTIVE' % server_id,
+                      lambda sid=server_id: admin.get(sid).status ==
+                      'ACTIVE')
+    demo.say('%d bystanders ACTIVE: %s has 1, %s has 2; only %s is in the '
+             'free pool', len(demo.bystanders), HUNT_HOSTS[0],
+             HUNT_HOSTS[1], DEMO_HOST)
+
+
+def _best_effort_lease(demo):
+    end = timeutils.utcnow() + datetime.timedelta(hours=1)
+    end = end.strftime('%Y-%m-%d %H:%M')
+    demo.say('POST /v2.1/os-reservation/leases {"lease_type": '
+             '"best_effort", "reservations": [{"resource_type": '
+             '"physical:host", "min": 2, "max": 2, ...}], ...}')
+    lease = Reservation(demo.env).create_lease({
+        'name': 'demo-best-effort', 'start_date': 'now', 'end_date': end,
+        'lease_type': 'best_effort',
+        'reservations': [{'resource_type': 'physical:host', 'min': 2,
+                          'max': 2, 'hypervisor_properties': '',
+                          'resource_properties': ''}],
+        'events': []})
+    demo.host_lease_id = lease['id']
+    demo.reservation_id = lease['reservations'][0]['id']
+    demo.say('lease %s is %s: %d of its 2 hosts taken from the cloud '
+             '(its servers to be migrated away)', lease['id'],
+             lease['status'], lease['reservations'][0].get(
+                 'best_effort_hosts', 0))
+
+
+def _best_effort_started(demo):
+    api = Reservation(demo.env)
+    seen = []
+
+    def _active():
+        lease = api.get_lease(demo.host_lease_id)
+        if lease['status'] in ('ERROR', 'TIMEDOUT'):
+            raise DemoFailed('the best-effort lease is %s: %s' % (
+                lease['status'], lease.get('status_reason')))
+        if lease['status'] not in seen:
+            seen.append(lease['status'])
+            demo.say('lease %s is %s', lease['id'], lease['status'])
+        return lease if lease['status'] == 'ACTIVE' else None
+
+    demo.wait_for('the best-effort lease to start', _active)
+    admin = Compute(demo.admin_env)
+    [aggregate] = [a for a in admin.nova.aggregates.list()
+                   if a.name == demo.reservation_id]
+    demo.say('its aggregate %s holds %s (seen by the admin)',
+             aggregate.name, ', '.join(sorted(aggregate.hosts)))
+    for server_id in demo.bystanders:
+        server = admin.get(server_id)
+        host = getattr(server, 'OS-EXT-SRV-ATTR:host', None)
+        if host in aggregate.hosts or server.status != 'ACTIVE':
+            raise DemoFailed('bystander %s is %s on %s' % (
+                server.id, server.status, host))
+        demo.say('bystander %s is %s on %s', server.id, server.status,
+                 host)
+
+
+def _end_best_effort(demo):
+    api = Reservation(demo.env)
+    demo.say('openstack reservation lease delete demo-best-effort')
+    api.delete_lease(demo.host_lease_id)
+    demo.wait_for('the best-effort lease to end', lambda: api.get_lease(
+        demo.host_lease_id)['status'] == 'TERMINATED')
+    admin = Compute(demo.admin_env)
+    pools = [a for a in admin.nova.aggregates.list() if a.name == 'freepool']
+    if not pools or pools[0].hosts != [DEMO_HOST]:
+        raise DemoFailed('the free pool holds %s, not only %s' % (
+            pools[0].hosts if pools else None, DEMO_HOST))
+    for server_id in demo.bystanders:
+        if admin.get(server_id).status != 'ACTIVE':
+            raise DemoFailed('bystander %s is not ACTIVE' % server_id)
+        admin.delete(server_id)
+    demo.say('lease %s TERMINATED: only %s in the free pool, the host '
+             'taken from the cloud back in the cloud; every bystander was '
+             'ACTIVE (now deleted)', demo.host_lease_id, DEMO_HOST)
+    demo.host_lease_id, demo.bystanders = None, []
+    demo.reservation_id = None
+
+
 def default_steps():
     """The demo's steps, in order. Extend here."""
     return [
@@ -399,6 +503,13 @@ def default_steps():
              _host_lease_started),
         Step('boot a VM onto the leased host', _boot_on_host),
         Step('end the host lease early', _end_host_lease),
+        Step('boot bystanders of another project on two hosts',
+             _hunt_bystanders),
+        Step('lease two hosts, best effort, when one is free',
+             _best_effort_lease),
+        Step('wait while it empties a host (IN_PROGRESS, then ACTIVE)',
+             _best_effort_started),
+        Step('end the best-effort lease', _end_best_effort),
     ]
 
 
@@ -432,6 +543,11 @@ def run(env, out=None, steps=None, timeout=60.0, admin_env=None,
             if demo.host_lease_id:
                 try:
                     Reservation(env).delete_lease(demo.host_lease_id)
+                except Exception:  # best effort clean-up
+                    pass
+            for server_id in demo.bystanders:
+                try:
+                    Compute(admin_env).delete(server_id)
                 except Exception:  # best effort clean-up
                     pass
             return False

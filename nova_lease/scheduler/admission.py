@@ -73,6 +73,7 @@ says so too.
 """
 
 import collections
+import datetime
 import threading
 
 from oslo_log import log as logging
@@ -408,3 +409,63 @@ def allocate_instances(session, conf, flavor, count, start, end,
         inventory = nova_inventory.default_inventory(conf)
     return _Admission(session, conf, inventory, demand, what, count, start,
                       end, now, only=hosts).run()
+
+
+#: The end of "from now on" in a query that needs a date.
+_FOREVER = datetime.datetime(9000, 1, 1)
+
+
+def plan_moves(session, conf, servers, exclude, inventory=None):
+    """Can the cloud take these servers, moved off the ``exclude`` hosts?
+
+    For a best-effort host lease (nova_lease.hunt): each server is
+    unleased, so it must fit its new host from now on, next to what runs
+    there and every promise the calendar holds there. Hosts for instance
+    leases only are looked at (not the registered ones, nor the free
+    pool: they take no unleased server), largest servers first, each on
+    the host where it fits with the most room left. Nothing is promised:
+    Nova's scheduler (and LeaseFilter) places the servers when they move.
+
+    :param servers: ``[(server id, Demand)]``.
+    :param exclude: hypervisor hostnames the servers must leave.
+    :returns: None when they all fit, else a text naming one that fits
+        nowhere.
+    """
+    now = timeutils.utcnow()
+    if inventory is None:
+        inventory = nova_inventory.default_inventory(conf)
+    registered = _registered(session)
+    services = set(registered.values())
+    compute, _cached = inventory.compute_hosts(fresh=True)
+    hosts = [h for h in compute
+             if h.name not in registered and h.service_host not in services
+             and not h.freepool and h.name not in exclude]
+    if not servers:
+        return None
+    if not hosts:
+        return 'no other compute host takes servers'
+    admission = _Admission(session, conf, inventory, calendar.Demand(),
+                           'moved servers', 0, now, _FOREVER, now)
+    loads = admission._loads(hosts, {}, admission._leased())
+    items = _items(db_api.window_allocation_rows(
+        session, now, DEAD_RESERVATIONS, DEAD_LEASES, now, _FOREVER,
+        hosts=[h.name for h in hosts]))
+    for server_id, demand in sorted(
+            servers, key=lambda sd: (-sd[1].memory_mb, -sd[1].vcpus,
+                                     sd[0])):
+        cal = calendar.Calendar({}, items) if items else None
+        ok = fit.fits(cal, loads, demand, now, None)
+        candidates = [k for k, good in enumerate(ok) if good]
+        if not candidates:
+            return ('server %s (%d vcpus, %d MB RAM, %d GB disk) fits on no '
+                    'other compute host from now on (%d looked at)' % (
+                        server_id, demand.vcpus, demand.memory_mb,
+                        demand.disk_gb, len(hosts)))
+        room = fit.headroom(cal, loads.subset(candidates), demand, now,
+                            None)
+        best = max(zip(candidates, room),
+                   key=lambda kr: (kr[1], loads.hosts[kr[0]]))[0]
+        items.append(calendar.Item(loads.hosts[best], now, None,
+                                   demand.vcpus, demand.memory_mb,
+                                   demand.disk_gb, False, server_id))
+    return None

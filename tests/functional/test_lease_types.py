@@ -10,8 +10,8 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 """Climate's lease types on the in-process Nova: immediate, retries and
-scheduled, through the lease API and boot hints (best_effort is refused
-until it exists).
+scheduled, through the lease API and boot hints (best_effort:
+test_best_effort).
 """
 
 import datetime
@@ -54,9 +54,10 @@ class HostLeaseTypesTest(test_host_reservation.HostLeaseMixin,
                                                plain['retries']))
         for extra, message in (
                 ({'lease_type': 'best_effort'},
-                 'best_effort leases are not available yet'),
+                 'a best_effort lease starts now'),
                 ({'lease_type': 'soon'}, "'lease_type' must be one of "
-                                         "immediate, retries, scheduled"),
+                                         "immediate, retries, scheduled, "
+                                         "best_effort"),
                 ({'lease_type': 'retries', 'retries': 11},
                  'at most 10 times ([nova_lease] max_lease_retries)')):
             body = self._create(self._lease_body(

@@ -273,7 +273,7 @@ def delete_lease(db, lease_id, now):
             if event['event_type'] == _T.END_LEASE:
                 db_api.event_update(session, event['id'], {'time': now},
                                     expected_status=str(_E.UNDONE))
-            elif state == _L.PENDING or (
+            elif state in (_L.PENDING, _L.IN_PROGRESS) or (
                     event['event_type'] == _T.BEFORE_END_LEASE):
                 db_api.event_destroy(session, event['id'])
         if any(r['resource_type'] == host_allocation.RESOURCE_TYPE

@@ -37,6 +37,11 @@ def format_reservation(reservation):
     # it was asked with (virtual:instance or flavor:instance).
     if 'api_resource_type' in out:
         out['resource_type'] = out.pop('api_resource_type')
+    # A best-effort reservation says how many hosts it took from the
+    # cloud (their names are the admin's: the aggregate, allocations).
+    hunt = out.pop('best_effort', None)
+    if hunt is not None:
+        out['best_effort_hosts'] = len(hunt.get('hosts') or ())
     return out
 
 

@@ -36,6 +36,7 @@ from nova_lease import exception
 from nova_lease import params as lease_params
 from nova_lease.plugins.host import registry
 from nova_lease.plugins.host import request as host_request
+from nova_lease import status
 
 LOG = logging.getLogger(__name__)
 
@@ -174,9 +175,44 @@ def _allocation_rows(hosts, start, stop):
             for h in hosts]
 
 
+#: The key of a best-effort host reservation's properties that names the
+#: hosts it took from the cloud (their servers are to be migrated away):
+#: ``{'hosts': [hypervisor hostnames], 'services': {hypervisor hostname:
+#: compute service host}}``.
+BEST_EFFORT = 'best_effort'
+
+
+def _hunt(session, requests, start, stop, window, hunt):
+    """The picks of a best-effort lease: the free reservable hosts each
+    request can get, then ``hunt`` for the rest of its ``min``.
+
+    :returns: ``(picks, {field: [hosts hunted]})``.
+    """
+    relaxed = [(field, dataclasses.replace(request, min=0))
+               for field, request in requests]
+    picks = _allocate(session, relaxed, start, stop, window, ())
+    taken = {h['hypervisor_hostname'] for _f, chosen in picks
+             for h in chosen}
+    hunted, out = {}, []
+    for (field, request), (_f, chosen) in zip(requests, picks):
+        needed = request.min - len(chosen)
+        if needed > 0:
+            extra = hunt(session, field, request, needed, set(taken))
+            names = [h['hypervisor_hostname'] for h in extra]
+            taken.update(names)
+            hunted[field] = {
+                'hosts': names,
+                'services': {h['hypervisor_hostname']:
+                             h.get('service_host') or
+                             h['hypervisor_hostname'] for h in extra}}
+            chosen = list(chosen) + list(extra)
+        out.append((field, chosen))
+    return out, hunted
+
+
 @db_api.retry_on_deadlock
 def create_host_lease(db, lease_values, requests, events,
-                      cleaning_minutes=0, more=None):
+                      cleaning_minutes=0, more=None, hunt=None):
     """Record a lease with physical:host reservations, all or nothing.
 
     :param db: a Database (the transaction is retried on deadlock).
@@ -190,6 +226,13 @@ def create_host_lease(db, lease_values, requests, events,
         reservations (dicts for ``db.api.lease_create``, allocations
         nested), booked in the same transaction; ``hosts``: the hosts
         the host reservations took.
+    :param hunt: for a best-effort lease: ``hunt(session, field,
+        request, needed, taken)`` -> host rows of ``needed`` more hosts
+        (not among the hypervisor hostnames ``taken``), locked, whose
+        servers are to be migrated away; or it raises a 409. Called when
+        the free reservable hosts are not enough; the lease is then
+        recorded IN_PROGRESS and each reservation's properties name the
+        hosts it hunted (:data:`BEST_EFFORT`).
     :returns: the lease dict (as ``db.api.lease_get``).
     :raises NotEnoughHosts: (409) a request cannot get ``min`` hosts.
     """
@@ -197,13 +240,26 @@ def create_host_lease(db, lease_values, requests, events,
     stop = booked_end(end, cleaning_minutes)
     window = _window_text(start, end, cleaning_minutes)
     with db.writer() as session:
-        picks = _allocate(session, requests, start, stop, window, ())
+        hunted = {}
+        try:
+            picks = _allocate(session, requests, start, stop, window, ())
+        except NotEnoughHosts:
+            if hunt is None:
+                raise
+            picks, hunted = _hunt(session, requests, start, stop, window,
+                                  hunt)
+        if hunted:
+            lease_values = dict(lease_values,
+                                status=str(status.LeaseStatus.IN_PROGRESS))
         reservations = []
         for (field, request), (_f, chosen) in zip(requests, picks):
+            properties = request.properties()
+            if hunted.get(field):
+                properties[BEST_EFFORT] = hunted[field]
             reservations.append({
                 'resource_type': RESOURCE_TYPE,
                 'status': 'pending',
-                'properties': request.properties(),
+                'properties': properties,
                 'allocations': _allocation_rows(chosen, start, stop),
             })
         if more is not None:

@@ -49,11 +49,17 @@ Every step looks before it acts, so a retried or repeated start or end
 does nothing twice and fails on nothing already done.
 """
 
+import collections
+import datetime
+
 from oslo_log import log as logging
+from oslo_utils import timeutils
 
 from nova_lease import compute
 from nova_lease.db import api as db_api
+from nova_lease import hunt as hunt_core
 from nova_lease.plugins import base
+from nova_lease import status
 
 LOG = logging.getLogger(__name__)
 
@@ -71,6 +77,27 @@ RESERVATION_HINT = 'reservation'
 NOTE_SERVERS = 20
 
 _SHELVED = ('SHELVED', 'SHELVED_OFFLOADED')
+
+
+#: The key of a best-effort reservation's properties naming the hosts it
+#: took from the cloud (nova_lease.plugins.host.allocation.BEST_EFFORT).
+BEST_EFFORT = 'best_effort'
+#: Migrations of one server tried in one attempt of a hunt before the
+#: attempt gives up on it (the next attempt, later, tries again).
+MIGRATION_TRIES = 2
+
+
+def hunted_hosts(reservation):
+    """{hypervisor hostname: compute service host} of the hosts a
+    best-effort reservation took from the cloud ({} for any other).
+    """
+    props = reservation.get('properties') or {}
+    hunt = props.get(BEST_EFFORT) if isinstance(props, dict) else None
+    if not hunt:
+        return {}
+    services = hunt.get('services') or {}
+    return {name: services.get(name, name) for name in hunt.get('hosts')
+            or ()}
 
 
 def aggregate_name(reservation_id):
@@ -104,8 +131,12 @@ class HostPlugin(base.ComputePlugin):
         """Compute service hosts of the reservation, from its allocations."""
         names = sorted({a['host'] for a in db_api.allocation_list(
             self.db, reservation_id=reservation['id'])})
+        hunted = hunted_hosts(reservation)
         services = []
         for name in names:
+            if name in hunted:
+                services.append(hunted[name])
+                continue
             try:
                 host = db_api.host_get_by_hostname(self.db, name)
                 services.append(host.get('service_host') or name)
@@ -193,6 +224,12 @@ class HostPlugin(base.ComputePlugin):
     # -- actions ------------------------------------------------------------
 
     def on_start(self, lease, reservation):
+        if hunted_hosts(reservation) and lease.get('status') == str(
+                status.LeaseStatus.IN_PROGRESS):
+            return self._hunt(lease, reservation, collections.Counter())
+        return self._start(lease, reservation)
+
+    def _start(self, lease, reservation):
         hosts = self._hosts(reservation)
         if not hosts:
             raise base.PluginError(
@@ -234,8 +271,12 @@ class HostPlugin(base.ComputePlugin):
         aggregates = self._aggregates()
         aggregate = self._own_aggregate(aggregates, reservation)
         pool = self._freepool(aggregates, create=True)
+        hunted = set(hunted_hosts(reservation).values())
         for host in hosts:
-            pool = self._add_host(pool, host, pool['name'])
+            if host not in hunted:
+                # (A host a best-effort lease took from the cloud goes
+                # back to the cloud, not to the free pool.)
+                pool = self._add_host(pool, host, pool['name'])
             if aggregate is not None and host in (aggregate.get('hosts')
                                                   or []):
                 try:
@@ -354,3 +395,148 @@ class HostPlugin(base.ComputePlugin):
                                              self._timeout, gone_ok=True,
                                              fail_statuses=())
         return others
+
+    # -- best-effort leases -------------------------------------------------
+
+    def _servers_on(self, service_host):
+        return [s for s in self.compute.list_servers(all_projects=True,
+                                                     host=service_host)
+                if s.get('OS-EXT-SRV-ATTR:host') == service_host]
+
+    def _deadline(self, lease):
+        created = lease.get('created_at') or lease['start_date']
+        return created + datetime.timedelta(
+            minutes=self.conf.nova_lease.best_effort_timeout)
+
+    def _hunt(self, lease, reservation, tried):
+        """Migrate the servers off the hosts the lease took from the cloud;
+        once they are empty, start the lease (:meth:`_start`).
+
+        Returns a Wait on a server being migrated (the engine calls this
+        again once it is done), or what :meth:`_start` returns. Past the
+        lease's time-out, gives up (:meth:`_give_up`). ``tried``: the
+        migrations of each server asked for in this attempt.
+        """
+        if timeutils.utcnow() >= self._deadline(lease):
+            self._give_up(lease, reservation)
+        cold = self.conf.nova_lease.best_effort_cold_migration
+        moving, refused = [], []
+        for name, service in sorted(hunted_hosts(reservation).items()):
+            for server in self._servers_on(service):
+                server_id = server['id']
+                if server.get('OS-EXT-STS:task_state'):
+                    moving.append(server_id)
+                    continue
+                if tried[server_id] >= MIGRATION_TRIES:
+                    refused.append('server %s stays on %s (%s)' % (
+                        server_id, name, (server.get('fault') or {}).get(
+                            'message') or 'its migrations failed'))
+                    continue
+                tried[server_id] += 1
+                why = self._migrate(server, name, cold)
+                if why:
+                    refused.append(why)
+                else:
+                    moving.append(server_id)
+        if moving:
+            LOG.info('Best-effort lease %(lease)s: waiting for %(n)d '
+                     'server(s) to leave its hosts',
+                     {'lease': lease['id'], 'n': len(moving)})
+            return base.Wait(
+                moving[0], hunt_core.LIVE_STATUSES +
+                hunt_core.COLD_STATUSES,
+                lambda _server: self._hunt(lease, reservation, tried),
+                fail_statuses=(),
+                what='server %s to be migrated off the hosts of lease %s'
+                     % (moving[0], lease['id']))
+        if refused:
+            raise base.PluginError(reason=(
+                'best-effort lease %s: its hosts still run servers: %s; '
+                'retrying until %s' % (
+                    lease['id'], '; '.join(refused[:NOTE_SERVERS]),
+                    self._deadline(lease).strftime('%Y-%m-%d %H:%M:%S'))))
+        LOG.info('Best-effort lease %s: its hosts are empty', lease['id'])
+        return self._start(lease, reservation)
+
+    def _migrate(self, server, host, cold):
+        """Ask Nova to move the server off host; None, or why not."""
+        server_id, state = server['id'], server.get('status')
+        error = None
+        if state in hunt_core.LIVE_STATUSES:
+            LOG.info('Live-migrating server %(server)s (project '
+                     '%(project)s) off host %(host)s',
+                     {'server': server_id, 'host': host,
+                      'project': server.get('tenant_id')})
+            try:
+                self.compute.live_migrate_server(server_id)
+                return None
+            except compute.ComputeError as e:
+                if isinstance(e, compute.ComputeUnavailable):
+                    raise
+                error = 'live migration refused: %s' % e
+        if not cold:
+            return 'server %s (%s) stays on %s: %s' % (
+                server_id, state, host, error or
+                'only live migration is allowed ([nova_lease] '
+                'best_effort_cold_migration)')
+        if state not in hunt_core.LIVE_STATUSES + hunt_core.COLD_STATUSES:
+            return 'server %s is %s on %s' % (server_id, state, host)
+        LOG.info('Cold-migrating server %(server)s off host %(host)s%(why)s',
+                 {'server': server_id, 'host': host,
+                  'why': ' (%s)' % error if error else ''})
+        try:
+            self.compute.migrate_server(server_id)
+        except compute.ComputeError as e:
+            if isinstance(e, compute.ComputeUnavailable):
+                raise
+            return 'server %s stays on %s: cold migration refused: %s' % (
+                server_id, host, e)
+        # Confirmed here: a server is never left VERIFY_RESIZE.
+        moved = self.compute.wait_for_server(
+            server_id, ('VERIFY_RESIZE',) + hunt_core.LIVE_STATUSES +
+            hunt_core.COLD_STATUSES, self._timeout, fail_statuses=())
+        if moved['status'] == 'VERIFY_RESIZE':
+            self.compute.confirm_migration(server_id)
+        return None
+
+    def _give_up(self, lease, reservation):
+        """Past the time-out: let the migrations under way finish, release
+        the lease's hosts (the ones from the free pool stay there, the
+        ones from the cloud stay in the cloud), and raise base.HuntTimedOut.
+        """
+        hunted = hunted_hosts(reservation)
+        left = []
+        for name, service in sorted(hunted.items()):
+            for server in self._servers_on(service):
+                if server.get('OS-EXT-STS:task_state'):
+                    # No server is left half-migrated.
+                    server = self.compute.wait_for_server(
+                        server['id'], hunt_core.LIVE_STATUSES +
+                        hunt_core.COLD_STATUSES + ('VERIFY_RESIZE',),
+                        self._timeout, gone_ok=True, fail_statuses=())
+                    if server is None:
+                        continue
+                    if server['status'] == 'VERIFY_RESIZE':
+                        self.compute.confirm_migration(server['id'])
+                    if server.get('OS-EXT-SRV-ATTR:host') != service:
+                        continue
+                left.append('%s on %s' % (server['id'], name))
+        aggregate = self._own_aggregate(self._aggregates(), reservation)
+        if aggregate is not None:
+            # A start that failed half-way: undo it.
+            pool = self._freepool(self._aggregates(), create=True)
+            for host in aggregate.get('hosts') or []:
+                if host not in hunted.values():
+                    pool = self._add_host(pool, host, pool['name'])
+            self._delete_aggregate(aggregate, lease,
+                                   aggregate_name(reservation['id']))
+        freed = db_api.allocation_destroy_by_reservation(self.db,
+                                                         reservation['id'])
+        raise base.HuntTimedOut(reason=(
+            'best-effort lease %s gave up after %d minutes ([nova_lease] '
+            'best_effort_timeout): %s; its %d host allocation(s) are '
+            'released, and the servers moved so far stay where they went'
+            % (lease['id'], self.conf.nova_lease.best_effort_timeout,
+               'servers still on its hosts: %s' % ', '.join(
+                   left[:NOTE_SERVERS]) if left else 'its hosts were not '
+               'empty in time', freed)))

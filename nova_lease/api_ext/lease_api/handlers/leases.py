@@ -22,6 +22,7 @@ from oslo_log import log as logging
 from oslo_utils import strutils
 from oslo_utils import uuidutils
 
+from nova_lease.api_ext import best_effort
 from nova_lease.api_ext import deferred_start
 from nova_lease.api_ext.lease_api import blazar_words
 from nova_lease.api_ext.lease_api import common
@@ -174,6 +175,15 @@ def create_lease(req, ctx, body):
                    for key in ('vcpus', 'memory_mb', 'disk_gb')})
     before_end = params.effective_before_end(opts.minutes_before_end_lease)
     lease_type, retries = lease_types.effective(params, opts)
+    hunt = None
+    if lease_type == lease_types.BEST_EFFORT:
+        if slots or not requests:
+            raise lease_params.LeaseParamError(
+                'lease_type', 'unsupported', "'lease_type': best_effort "
+                "applies to host reservations (physical:host) only")
+        hunt = best_effort.hunter(
+            ctx, common.CONF, params.start, host_allocation.booked_end(
+                params.end, opts.cleaning_time))
     values = {
         'name': params.name, 'project_id': ctx.project_id,
         'user_id': ctx.user_id, 'start_date': params.start,
@@ -199,7 +209,7 @@ def create_lease(req, ctx, body):
     try:
         lease = host_allocation.create_host_lease(
             db, values, requests, events, opts.cleaning_time,
-            more=book_slots if made else None)
+            more=book_slots if made else None, hunt=hunt)
     except Exception:
         _discard_flavors(ctx, made)
         raise

@@ -1,0 +1,307 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""Best-effort host leases on the in-process Nova (the migration hunt).
+
+A best_effort host lease that cannot get enough free reservable hosts
+takes ordinary compute hosts whose servers belong to no lease, and the
+engine live-migrates their servers away (Nova's scheduler, LeaseFilter
+included, picks where they go); the lease is IN_PROGRESS until its hosts
+are empty, then ACTIVE. Refused up front (409, nothing left) when the
+rest of the cloud cannot take the servers; TIMEDOUT after
+``[nova_lease] best_effort_timeout`` with every host released, no server
+lost and none left migrating; a leased server is never moved.
+"""
+
+import time
+import types
+
+from nova.tests.functional.api import client as api_client
+from oslo_serialization import jsonutils
+
+from nova_lease import audit
+from nova_lease.db import api as db_api
+from nova_lease.plugins.host import plugin as host_plugin
+from tests.functional import base
+from tests.functional import fixtures as lease_fixtures
+from tests.functional import test_host_reservation
+from tests.functional import test_lease_api
+
+PREFIX = test_lease_api.PREFIX
+HOST = (4, 8192, 100)
+TINY, MEDIUM = '1', '3'
+
+
+class BestEffortMixin(test_host_reservation.HostLeaseMixin):
+
+    def setUp(self):
+        super().setUp()
+        self.other = api_client.TestOpenStackClient(
+            'other-admin', self.api_fixture.base_url,
+            project_id=test_lease_api.OTHER_PROJECT,
+            roles=['reader', 'member', 'admin'])
+        self.other.microversion = 'latest'
+
+    def _server_on(self, host, name, flavor=TINY):
+        """A server of another project, forced onto host (no lease)."""
+        body = {'server': self._build_server(
+            name=name, image_uuid=self.image_id, flavor_id=flavor,
+            networks='none', az='nova:%s' % host)}
+        server = self._wait_for_state_change(self.other.post_server(body),
+                                             'ACTIVE')
+        self.assertEqual(host, server['OS-EXT-SRV-ATTR:host'])
+        return server
+
+    def _best_effort(self, count, status=201, name='hunt'):
+        return self._create(self._lease_body(
+            'now', self._at(hours=2), name=name,
+            reservations=[self._host_res(count)],
+            lease_type='best_effort'), status=status)
+
+    def _settled(self, server):
+        """The server as Nova shows it: ACTIVE, no task, its host."""
+        server = self.admin_api.get_server(server['id'])
+        self.assertEqual('ACTIVE', server['status'])
+        self.assertIsNone(server['OS-EXT-STS:task_state'])
+        return server['OS-EXT-SRV-ATTR:host']
+
+
+class BestEffortTest(BestEffortMixin, base.LeaseFunctionalBase):
+
+    COMPUTES = {'host1': HOST, 'host2': HOST, 'host3': HOST, 'host4': HOST}
+
+    def test_hunt_moves_unleased_servers_and_never_a_leased_one(self):
+        self._register('host1')
+        # host2: one server, but a leased one (boot hints): never moved,
+        # so host2 is no candidate although it has the fewest servers.
+        leased = self._boot(
+            {'reserved': 'True', 'lease_params': jsonutils.dumps(
+                {'name': 'mine', 'start': 'now', 'duration': '3h'})},
+            name='leased')
+        leased_host = self._host(leased)
+        # The other hosts: unleased servers of another project.
+        others = [h for h in ('host2', 'host3', 'host4')
+                  if h != leased_host]
+        lone = self._server_on(others[0], 'lone')
+        crowd = [self._server_on(others[1], 'crowd-%d' % i)
+                 for i in range(2)]
+
+        lease = self._best_effort(2)
+        self.assertEqual('IN_PROGRESS', lease['status'])
+        self.assertEqual('best_effort', lease['lease_type'])
+        self.assertEqual(1, lease['reservations'][0]['best_effort_hosts'])
+        self.assertNotIn('best_effort', lease['reservations'][0])
+        # The free reservable host, then the cheapest to empty.
+        self.assertEqual(sorted(['host1', others[0]]), self._hosts_of(lease))
+        rid = lease['reservations'][0]['id']
+
+        self.engine.process_due()
+        lease = self._lease(lease['id'])
+        self.assertEqual('ACTIVE', lease['status'], lease['status_reason'])
+        self.assertEqual(sorted(['host1', others[0]]),
+                         self._aggregate(host_plugin.aggregate_name(rid))[
+                             'hosts'])
+        self.assertEqual([], self._aggregate('freepool')['hosts'])
+        # The lone server moved (live), not lost; nothing else moved.
+        self.assertNotIn(self._settled(lone), ('host1', others[0]))
+        self.assertEqual(leased_host, self._settled(leased))
+        for server in crowd:
+            self.assertEqual(others[1], self._settled(server))
+
+        # The lease's project boots onto its hosts; nobody else does.
+        mine = self._boot_hinted(rid, name='on-lease')
+        self.assertIn(self._host(mine), ('host1', others[0]))
+
+        # At the end, the host taken from the cloud goes back to the
+        # cloud, the reservable one to the free pool.
+        self.clock.advance(hours=2)
+        self.engine.process_due()
+        self.assertEqual('TERMINATED', self._lease(lease['id'])['status'])
+        self.assertEqual(['host1'], self._aggregate('freepool')['hosts'])
+        self.assertIsNone(self._aggregate(host_plugin.aggregate_name(rid)))
+        # The emptied host is back in the cloud: in no aggregate.
+        for aggregate in self.admin_api.api_get('/os-aggregates').body[
+                'aggregates']:
+            self.assertNotIn(others[0], aggregate['hosts'])
+
+    def test_enough_free_hosts_is_an_immediate_start(self):
+        self._register('host1')
+        bystander = self._server_on('host2', 'bystander')
+        lease = self._best_effort(1)
+        self.assertEqual('PENDING', lease['status'])
+        self.assertEqual(['host1'], self._hosts_of(lease))
+        self.engine.process_due()
+        self.assertEqual('ACTIVE', self._lease(lease['id'])['status'])
+        self.assertEqual('host2', self._settled(bystander))
+
+    def test_bad_requests(self):
+        self._register('host1')
+        for body, message in (
+                (self._lease_body(self._at(hours=1), self._at(hours=2),
+                                  lease_type='best_effort'),
+                 'a best_effort lease starts now'),
+                (self._lease_body('now', self._at(hours=2),
+                                  lease_type='best_effort', retries=2),
+                 'best_effort_timeout'),
+                (self._lease_body('now', self._at(hours=2),
+                                  lease_type='best_effort', reservations=[{
+                                      'resource_type': 'virtual:instance',
+                                      'amount': 1, 'vcpus': 1,
+                                      'memory_mb': 512, 'disk_gb': 1,
+                                      'affinity': False}]),
+                 'host reservations (physical:host) only')):
+            body = self._create(body, status=400)
+            self.assertIn(message, body['error_message'])
+        error = self.assertRaises(
+            api_client.OpenStackApiException, self._boot,
+            {'reserved': 'True', 'lease_params': jsonutils.dumps(
+                {'name': 'x', 'start': 'now', 'duration': '1h',
+                 'type': 'best_effort'})}, wait=None, name='x')
+        self.assertEqual(400, error.response.status_code)
+        self.assertIn('best_effort applies to host reservations',
+                      error.response.text)
+        self.assertEqual([], db_api.lease_list(self.lease_db))
+        self.assertEqual([], self.api.get_servers())
+
+
+class BestEffortRefusedTest(BestEffortMixin, base.LeaseFunctionalBase):
+
+    COMPUTES = {'host1': HOST, 'host2': HOST, 'host3': HOST}
+
+    def test_refused_when_the_cloud_cannot_take_the_servers(self):
+        self._register('host1')
+        # 4 GB each on two 7.5 GB hosts: neither fits next to the other.
+        a = self._server_on('host2', 'a', flavor=MEDIUM)
+        b = self._server_on('host3', 'b', flavor=MEDIUM)
+        body = self._best_effort(2, status=409)
+        message = body['error_message']
+        self.assertIn('best_effort', message)
+        self.assertIn('fits on no other compute host', message)
+        # Nothing left behind, nothing moved.
+        self.assertEqual([], db_api.lease_list(self.lease_db))
+        self.assertEqual([], db_api.allocation_list(self.lease_db))
+        self.assertEqual('host2', self._settled(a))
+        self.assertEqual('host3', self._settled(b))
+        self.assertEqual(['host1'], self._aggregate('freepool')['hosts'])
+
+
+class BestEffortTimeoutTest(BestEffortMixin, base.LeaseFunctionalBase):
+
+    COMPUTES = {'host1': HOST, 'host2': HOST, 'host3': HOST, 'host4': HOST,
+                'host5': HOST}
+
+    def test_timeout_half_way_restores_everything(self):
+        sent = []
+        self.engine.notifier = types.SimpleNamespace(
+            notify=lambda event_type, lease, reservations=None: sent.append(
+                (event_type, lease['status'])))
+        lease, movable, stuck, _faults = self._hunting()
+        self.assertEqual('IN_PROGRESS', lease['status'])
+        self.assertEqual(['host1', 'host2', 'host3'], self._hosts_of(lease))
+        rid = lease['reservations'][0]['id']
+
+        self.engine.process_due()
+        lease = self._lease(lease['id'])
+        # Half-way: one host emptied, one not; still hunting.
+        self.assertEqual('IN_PROGRESS', lease['status'])
+        self.assertIn(stuck['id'], lease['status_reason'])
+        self.assertNotIn(self._settled(movable), ('host1', 'host2', 'host3'))
+        self.assertEqual('host3', self._settled(stuck))
+        # The auditor knows a hunt: the server in its way is being moved,
+        # no over-commitment.
+        self.assertEqual([], [f for f in audit.run(self.engine.conf)
+                              if f.check == 'overcommit'])
+        [start] = [e for e in lease['events']
+                   if e['event_type'] == 'start_lease']
+        self.assertEqual('UNDONE', start['status'])
+        self.assertIsNotNone(start['next_attempt_at'])
+
+        # Past best_effort_timeout (60 minutes): TIMEDOUT, all restored.
+        self.clock.advance(minutes=61)
+        self.engine.process_due()
+        lease = self._lease(lease['id'])
+        self.assertEqual('TIMEDOUT', lease['status'])
+        self.assertIn('best_effort_timeout', lease['status_reason'])
+        self.assertIn(stuck['id'], lease['status_reason'])
+        self.assertEqual('deleted', lease['reservations'][0]['status'])
+        # Each phase is notified (by the engine's notification pool).
+        for _i in range(100):
+            if ('lease.timedout', 'TIMEDOUT') in sent:
+                break
+            time.sleep(0.1)
+        self.assertEqual([('lease.in_progress', 'IN_PROGRESS'),
+                          ('lease.timedout', 'TIMEDOUT')],
+                         sorted(set(sent)))
+        self.assertEqual([], self._hosts_of(lease))
+        self.assertEqual(['host1'], self._aggregate('freepool')['hosts'])
+        self.assertIsNone(self._aggregate(host_plugin.aggregate_name(rid)))
+        # No server lost, none migrating; the moved one stays moved.
+        servers = self.admin_api.get_servers(search_opts={
+            'all_tenants': 1})
+        self.assertEqual(7, len(servers))
+        for server in servers:
+            self._settled(server)
+        self.assertEqual('host3', self._settled(stuck))
+        # The hosts it took take unleased work again.
+        again = self._boot(name='again')
+        self.assertIsNotNone(self._host(again))
+        # Its end still comes, and changes nothing more.
+        self.clock.advance(hours=2)
+        self.engine.process_due()
+        self.assertEqual('TERMINATED', self._lease(lease['id'])['status'])
+        self.assertEqual(['host1'], self._aggregate('freepool')['hosts'])
+
+    def _half_way(self):
+        """A lease IN_PROGRESS: host2 emptied, host3's server refused."""
+        lease, _movable, stuck, faults = self._hunting()
+        self.engine.process_due()
+        self.assertEqual('IN_PROGRESS', self._lease(lease['id'])['status'])
+        return lease, stuck, faults
+
+    def _hunting(self):
+        """A best-effort lease for host1 (free), host2 and host3, whose
+        server Nova refuses to live-migrate.
+        """
+        self._register('host1')
+        movable = self._server_on('host2', 'movable')
+        stuck = self._server_on('host3', 'stuck')
+        for host, n in (('host4', 2), ('host5', 3)):
+            for i in range(n):
+                self._server_on(host, '%s-%d' % (host, i))
+        faults = lease_fixtures.FaultInjector(self.keystone.nova_app)
+        self.keystone.nova_app = faults
+        faults.fail('live', 'POST', r'/servers/%s/action$' % stuck['id'],
+                    body='"os-migrateLive"', status=409)
+        # Nova refuses to live-migrate one of them.
+        return self._best_effort(3), movable, stuck, faults
+
+    def test_deleted_while_hunting(self):
+        lease, stuck, _faults = self._half_way()
+        self.api.api_delete(PREFIX + '/leases/%s' % lease['id'])
+        self.engine.process_due()
+        self.assertEqual('TERMINATED', self._lease(lease['id'])['status'])
+        # The reservable host stays in the free pool; the hosts taken
+        # from the cloud do not join it.
+        self.assertEqual(['host1'], self._aggregate('freepool')['hosts'])
+        self.assertEqual('host3', self._settled(stuck))
+
+    def test_cold_migration_when_live_is_refused_and_allowed(self):
+        self.flags(best_effort_cold_migration=True, group='nova_lease')
+        self.engine, self.plugin = self._engine(
+            best_effort_cold_migration=True)
+        lease, _movable, stuck, faults = self._hunting()
+        # It cold-migrates the server live migration cannot move, and
+        # confirms it.
+        self.engine.process_due()
+        lease = self._lease(lease['id'])
+        self.assertEqual('ACTIVE', lease['status'], lease['status_reason'])
+        self.assertNotIn(self._settled(stuck), ('host1', 'host2', 'host3'))
+        self.assertGreater(faults.faults['live'], 0)
