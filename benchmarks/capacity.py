@@ -40,7 +40,12 @@ does.
   lazily built parts made then), median of a few full reads;
 * ``detail_ms``: the same query with ``detail=hosts`` (every host's steps
   and bookings: what the picture draws), median;
-* ``member_ms``: a project member's view (its own promises), median.
+* ``member_ms``: a project member's view (its own promises), median;
+* ``cpu_median_ms``: the CPU time (``time.process_time``) of the
+  ``median_ms`` requests, median: what a request costs whatever else
+  runs on the machine (``load_average``: the 1-minute load average
+  before and after the run; above the number of cores, the wall-clock
+  figures include waiting for a core).
 
 The last line printed is a JSON object (``target_ms``: 200, for the
 median).
@@ -153,11 +158,17 @@ def run(n, hosts, repeat, db_dir=None, seed=sched_bench.SEED):
                     'memory_mb': 4096, 'disk_gb': 20}]}])
         admitted.append(lease)
 
+    cpu = []
+
     def timed(fn, out, **kwargs):
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         fn(**kwargs)
         out.append((time.perf_counter() - t0) * 1000)
+        if out is after_change:
+            cpu.append((time.process_time() - c0) * 1000)
 
+    load_before = os.getloadavg()[0]
+    after_change, steady, detail, member = [], [], [], []
     # Cold: the first request on a snapshot just read in full.
     cold = []
     for _n in range(3):
@@ -165,7 +176,6 @@ def run(n, hosts, repeat, db_dir=None, seed=sched_bench.SEED):
         gc.collect()
         snapshot_cache.CACHE.get(db, NOW, 3600, wait=600)
         timed(request, cold)
-    after_change, steady, detail, member = [], [], [], []
     for k in range(repeat):
         admit_one()
         timed(request, after_change)
@@ -193,6 +203,9 @@ def run(n, hosts, repeat, db_dir=None, seed=sched_bench.SEED):
         'detail_ms': round(statistics.median(detail), 3),
         'member_ms': round(statistics.median(member), 3),
         'target_ms': TARGET_MS,
+        'cpu_median_ms': round(statistics.median(cpu), 3),
+        'load_average': [round(load_before, 2),
+                         round(os.getloadavg()[0], 2)],
         'promised_vcpu_hours': body['total']['vcpus']['promised'],
         'repeat': repeat, 'db_fill_s': round(fill_s, 1),
     }
@@ -218,7 +231,8 @@ def main(argv=None):
           'days in %(step_hours)d h steps: median %(median_ms).1f ms after '
           'a change (p99 %(p99_ms).1f ms), steady %(steady_ms).1f ms, '
           'cold %(cold_ms).1f ms, detail=hosts %(detail_ms).1f ms, member '
-          '%(member_ms).1f ms (target %(target_ms).0f ms)' % result)
+          '%(member_ms).1f ms (target %(target_ms).0f ms); CPU '
+          '%(cpu_median_ms).1f ms, load average %(load_average)s' % result)
     print(json.dumps(result))
 
 
