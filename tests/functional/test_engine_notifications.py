@@ -156,7 +156,7 @@ class NotificationsRabbitTest(oslotest_base.BaseTestCase):
         self.assertEqual({'nova-lease-engine:test'}, {r[3] for r in received})
         payloads = [r[2] for r in received]
         for payload in payloads:
-            self.assertEqual(('LeasePayload', 'nova_lease', '1.0'),
+            self.assertEqual(('LeasePayload', 'nova_lease', '1.1'),
                              (payload['nova_object.name'],
                               payload['nova_object.namespace'],
                               payload['nova_object.version']))
@@ -169,3 +169,12 @@ class NotificationsRabbitTest(oslotest_base.BaseTestCase):
         self.assertEqual(
             ['PENDING', 'ACTIVE', 'ACTIVE', 'TERMINATED', 'TERMINATED'],
             [p['nova_object.data']['status'] for p in payloads])
+        # lease.end carries the lease's hours: an hour promised, an hour
+        # run (started at 08:01, ended at 09:01).
+        self.assertEqual(
+            [None, None, None, 1.0, None],
+            [(p['nova_object.data']['usage'] or {}).get('reserved', {}).get(
+                'lease_hours') for p in payloads])
+        self.assertEqual(
+            1.0, payloads[3]['nova_object.data']['usage']['used'][
+                'lease_hours'])
