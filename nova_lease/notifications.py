@@ -39,6 +39,11 @@ documented in doc/source/reference/notifications.rst)::
 
 with dates as ISO 8601 UTC strings. A notification that cannot be sent is
 logged and dropped: it never fails the lease action.
+
+Hosts and idle-host actions (``host.idle.disable``,
+``host.idle.enable``, see nova_lease.periodic.idle) carry a
+``HostIdlePayload``: ``{host, service_host, reason, idle_until,
+wake_at}``.
 """
 
 import datetime
@@ -55,6 +60,8 @@ LOG = logging.getLogger(__name__)
 PAYLOAD_NAME = 'LeasePayload'
 PAYLOAD_NAMESPACE = 'nova_lease'
 PAYLOAD_VERSION = '1.1'
+HOST_PAYLOAD_NAME = 'HostIdlePayload'
+HOST_PAYLOAD_VERSION = '1.0'
 
 CREATE = 'lease.create'
 START = 'lease.start'
@@ -63,6 +70,9 @@ END = 'lease.end'
 DELETE = 'lease.delete'
 ERROR = 'lease.error'
 EVENT_TYPES = (CREATE, START, BEFORE_END, END, DELETE, ERROR)
+HOST_IDLE_DISABLE = 'host.idle.disable'
+HOST_IDLE_ENABLE = 'host.idle.enable'
+HOST_EVENT_TYPES = (HOST_IDLE_DISABLE, HOST_IDLE_ENABLE)
 
 _LEASE_FIELDS = ('id', 'name', 'project_id', 'user_id', 'lease_type',
                  'start_date', 'end_date', 'before_end_date', 'status',
@@ -139,6 +149,28 @@ class LeaseNotifier(object):
                   else self._notifier.info)
         return self._send(method, event_type, payload,
                           'lease %s' % lease.get('id'))
+
+    def notify_host(self, event_type, host, reason, idle_until=None,
+                    wake_at=None):
+        """Send ``host.idle.disable`` or ``host.idle.enable`` about
+        ``host`` (a registered host dict); False if it failed.
+        """
+        if event_type not in HOST_EVENT_TYPES:
+            raise ValueError('unknown host notification %r' % event_type)
+        if not self.enabled:
+            return False
+        payload = {'nova_object.name': HOST_PAYLOAD_NAME,
+                   'nova_object.namespace': PAYLOAD_NAMESPACE,
+                   'nova_object.version': HOST_PAYLOAD_VERSION,
+                   'nova_object.data': {
+                       'host': host.get('hypervisor_hostname'),
+                       'service_host': host.get('service_host') or
+                       host.get('hypervisor_hostname'),
+                       'reason': reason,
+                       'idle_until': _primitive(idle_until),
+                       'wake_at': _primitive(wake_at)}}
+        return self._send(self._notifier.info, event_type, payload,
+                          'host %s' % host.get('hypervisor_hostname'))
 
     def _send(self, method, event_type, payload, what):
         try:
