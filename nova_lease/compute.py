@@ -422,6 +422,28 @@ class ComputeClient(object):
                             'hypervisor_hostname')})
         return out
 
+    # -- services (idle hosts) --------------------------------------------
+
+    @_translate('get compute service', reads=True)
+    def get_compute_service(self, host):
+        """The nova-compute service of ``host`` (a dict), or None."""
+        found = [s.to_dict() for s in self._nova.services.list(
+            host=host, binary='nova-compute')]
+        return found[0] if found else None
+
+    @_translate('disable service')
+    def disable_service(self, service_id, reason):
+        """Disable a service (its uuid) with ``reason`` (1 to 255
+        characters): the scheduler places nothing more on its host.
+        """
+        return self._nova.services.disable_log_reason(service_id,
+                                                      reason).to_dict()
+
+    @_translate('enable service')
+    def enable_service(self, service_id):
+        """Enable a service (its uuid); Nova clears its disabled reason."""
+        return self._nova.services.enable(service_id).to_dict()
+
     # -- aggregates (physical:host) ---------------------------------------
 
     @_translate('list aggregates', reads=True)

@@ -463,6 +463,87 @@ Possible values:
 ]
 
 
+# Appended options (issue 16): the idle-host action.
+LEASE_OPTS += [
+    cfg.StrOpt('idle_host_action',
+               default='none',
+               choices=[('none', 'leave idle hosts alone'),
+                        ('disable', 'disable the nova-compute service of '
+                                    'idle registered hosts, and enable it '
+                                    'again before they are needed')],
+               help="""
+What nova-lease-engine does with registered hosts of the free pool that
+nothing is promised on (see GET /v2.1/os-reservation/os-hosts/idle), to
+save energy.
+
+With disable, every idle_host_interval seconds the engine disables the
+nova-compute service (Nova's os-services API, with a disabled reason that
+starts with "nova_lease idle host") of each registered free-pool host that
+has nothing promised on it now, that would stay disabled at least
+idle_host_min_hours before its next promise comes within
+idle_host_wake_minutes, and that runs no server at all. It enables the
+service again idle_host_wake_minutes before the host's next promise, as
+soon as something is promised on it now, or when the host leaves the
+registry or the free pool; the physical:host plugin also enables it when
+a lease starts on it. A service disabled by anyone else is never touched.
+Each action is logged and notified (host.idle.disable, host.idle.enable).
+An operator's power manager can then power off the disabled hosts.
+
+With none, nothing is disabled, and the engine enables at its start the
+hosts it disabled before.
+
+Related options:
+
+* idle_host_wake_minutes, idle_host_min_hours, idle_host_interval
+* freepool_aggregate
+"""),
+    cfg.IntOpt('idle_host_wake_minutes',
+               default=30,
+               min=0,
+               help="""
+Minutes before a host's next promise (the start of its next allocation)
+that nova-lease-engine enables the host it disabled as idle.
+
+Leave the host time to power on and its nova-compute service time to
+report before the lease starts.
+
+Related options:
+
+* idle_host_action
+"""),
+    cfg.FloatOpt('idle_host_min_hours',
+                 default=2.0,
+                 min=0.0,
+                 help="""
+Hours an idle host must stay disabled, at least, for nova-lease-engine to
+disable it: a host whose next promise comes sooner than this plus
+idle_host_wake_minutes is left enabled (a host with no promise at all is
+always worth it).
+
+Related options:
+
+* idle_host_action
+"""),
+    cfg.IntOpt('idle_host_interval',
+               default=300,
+               min=1,
+               help="""
+Seconds between two idle-host passes of nova-lease-engine (see
+idle_host_action).
+
+A pass lists Nova's compute services and the free pool (two requests),
+reads the registered hosts and their future allocations from the side
+database, and asks Nova for the servers of each host it is about to
+disable. Keep it well under idle_host_wake_minutes, so that a host is
+enabled in time.
+
+Related options:
+
+* idle_host_action, idle_host_wake_minutes
+"""),
+]
+
+
 def register_opts(conf):
     conf.register_group(_group())
     conf.register_opts(LEASE_OPTS, group=GROUP_NAME)

@@ -129,11 +129,19 @@ def lease_get(db, lease_id):
         return _lease_get(session, lease_id)
 
 
-def lease_list(db, project_id=None, statuses=None):
-    """Leases (dicts as lease_get), ordered by start_date, in 3 queries."""
+def lease_list(db, project_id=None, statuses=None, start=None, end=None):
+    """Leases (dicts as lease_get), ordered by start_date, in 3 queries.
+
+    ``start``/``end``: only the leases whose dates overlap [start, end)
+    (a missing bound is unbounded).
+    """
     ids = sa.select(LEASES.c.id)
     if project_id is not None:
         ids = ids.where(LEASES.c.project_id == project_id)
+    if end is not None:
+        ids = ids.where(LEASES.c.start_date < common.naive_utc(end))
+    if start is not None:
+        ids = ids.where(LEASES.c.end_date > common.naive_utc(start))
     statuses = common.as_list(statuses)
     if statuses is not None:
         ids = ids.where(LEASES.c.status.in_(statuses))

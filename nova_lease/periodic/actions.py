@@ -31,14 +31,18 @@ inherits :class:`ActionsMixin`) that runs a job:
 import time
 
 from oslo_log import log as logging
+from oslo_utils import timeutils
 
+from nova_lease.db import api as db_api
 from nova_lease import exception
 from nova_lease import guard
 from nova_lease import notifications
 from nova_lease.periodic import jobs
 from nova_lease.periodic import outcomes
 from nova_lease.plugins import base as plugin_base
+from nova_lease.plugins.host import allocation as host_allocation
 from nova_lease import status
+from nova_lease import usage as lease_usage
 
 LOG = logging.getLogger(__name__)
 
@@ -304,8 +308,36 @@ class ActionsMixin(object):
         return result, notices
 
     def _send(self, event_type, lease):
-        if self.notifier is not None:
-            self.notifier.notify(event_type, lease)
+        if self.notifier is None or not getattr(self.notifier, 'enabled',
+                                                True):
+            return
+        reservations, figures = self._billing(event_type, lease)
+        self.notifier.notify(event_type, lease, reservations, usage=figures)
+
+    def _billing(self, event_type, lease):
+        """The reservations of a notification with what they hold (their
+        hosts read from the database), and at ``lease.end`` the lease's
+        reserved and used hours (nova_lease.usage): ``(reservations,
+        usage)``. As the notice's lease has them if the lease cannot be
+        read (then no usage).
+        """
+        reservations = [dict(r) for r in lease.get('reservations') or ()]
+        try:
+            try:
+                current = db_api.lease_get(self.db, lease['id'])
+            except db_api.LeaseNotFound:
+                current = dict(lease, reservations=reservations, events=[])
+            host_allocation.attach_hosts(self.db, [current])
+        except Exception as e:
+            LOG.warning('Could not read lease %(lease)s for its %(type)s '
+                        'notification: %(error)s',
+                        {'lease': lease.get('id'), 'type': event_type,
+                         'error': e})
+            return reservations, None
+        figures = None
+        if event_type == notifications.END and current.get('events'):
+            figures = lease_usage.whole_lease(current, timeutils.utcnow())
+        return current['reservations'], figures
 
     def _notify_later(self, event_type, lease):
         if self.notifier is None:

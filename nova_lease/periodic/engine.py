@@ -40,7 +40,8 @@ A second thread beats (``engine_heartbeat_interval``) in the
 began, and watches the other engines' heartbeats: the claims of an engine
 whose heartbeat counter has not moved for ``engine_heartbeat_timeout``
 seconds (by this engine's clock) are released at once
-(nova_lease.periodic.liveness).
+(nova_lease.periodic.liveness). A third one runs the idle-host action
+(``[nova_lease] idle_host_action``, nova_lease.periodic.idle).
 
 Each job carries a guard (nova_lease.guard), installed for its worker
 thread: a job that timed out, or whose claims were released at stop, is
@@ -82,6 +83,7 @@ from nova_lease.db import api as db_api
 from nova_lease import exception
 from nova_lease.periodic import actions
 from nova_lease.periodic import claiming
+from nova_lease.periodic import idle
 from nova_lease.periodic import jobs
 from nova_lease.periodic import liveness
 from nova_lease.periodic import observer
@@ -185,6 +187,8 @@ class Engine(claiming.ClaimingMixin, actions.ActionsMixin):
                       'db_errors': 0, 'probes': 0, 'probe_wakeups': 0}
         # Registration and heartbeats (see run()).
         self.liveness = liveness.Liveness(self)
+        # The idle-host action (a thread of its own while run() runs).
+        self.idle_hosts = idle.IdleHosts(self)
         _ENGINES.add(self)
 
     def __repr__(self):
@@ -231,6 +235,7 @@ class Engine(claiming.ClaimingMixin, actions.ActionsMixin):
         """
         self.liveness.register(at_start=True)
         self.liveness.start()
+        self.idle_hosts.start()
         self._recorder = threading.Thread(target=self._recorder_loop,
                                           name='lease-recorder', daemon=True)
         self._recorder.start()
@@ -270,6 +275,7 @@ class Engine(claiming.ClaimingMixin, actions.ActionsMixin):
             self._record_wakeup.set()
             self._recorder.join(30)
             self.liveness.stop()
+            self.idle_hosts.stop()
             self.stats['claim_checks'] = self._claims.queries
             LOG.info('Lease engine %(id)s stopped: %(stats)s',
                      {'id': self.engine_id, 'stats': self.stats})

@@ -23,8 +23,10 @@ import itertools
 from nova_lease.policies import capacity
 from nova_lease.policies import host
 from nova_lease.policies import lease
+from nova_lease.policies import usage
 
 
 def list_rules():
     return list(itertools.chain(lease.list_rules(), host.list_rules(),
-                                capacity.list_rules()))
+                                capacity.list_rules(),
+                                usage.list_rules()))

@@ -156,7 +156,7 @@ class NotificationsRabbitTest(oslotest_base.BaseTestCase):
         self.assertEqual({'nova-lease-engine:test'}, {r[3] for r in received})
         payloads = [r[2] for r in received]
         for payload in payloads:
-            self.assertEqual(('LeasePayload', 'nova_lease', '1.0'),
+            self.assertEqual(('LeasePayload', 'nova_lease', '1.1'),
                              (payload['nova_object.name'],
                               payload['nova_object.namespace'],
                               payload['nova_object.version']))
@@ -169,3 +169,44 @@ class NotificationsRabbitTest(oslotest_base.BaseTestCase):
         self.assertEqual(
             ['PENDING', 'ACTIVE', 'ACTIVE', 'TERMINATED', 'TERMINATED'],
             [p['nova_object.data']['status'] for p in payloads])
+        # lease.end carries the lease's hours: an hour promised, an hour
+        # run (started at 08:01, ended at 09:01).
+        self.assertEqual(
+            [None, None, None, 1.0, None],
+            [(p['nova_object.data']['usage'] or {}).get('reserved', {}).get(
+                'lease_hours') for p in payloads])
+        self.assertEqual(
+            1.0, payloads[3]['nova_object.data']['usage']['used'][
+                'lease_hours'])
+
+    def test_host_idle_notifications(self):
+        host = {'hypervisor_hostname': 'node-7', 'service_host': 'compute-7'}
+        until = datetime.datetime(2031, 5, 2, 9, 0)
+        wake = datetime.datetime(2031, 5, 2, 8, 30)
+        self.assertTrue(self.notifier.notify_host(
+            notifications.HOST_IDLE_DISABLE, host, 'nova_lease idle host: '
+            'idle until 2031-05-02T09:00:00Z', idle_until=until,
+            wake_at=wake))
+        self.assertTrue(self.notifier.notify_host(
+            notifications.HOST_IDLE_ENABLE, host, 'promised now'))
+        self.assertRaises(ValueError, self.notifier.notify_host,
+                          'host.idle.bogus', host, 'x')
+        received = self.endpoint.wait(2)
+        self.assertEqual(
+            [('INFO', 'host.idle.disable'), ('INFO', 'host.idle.enable')],
+            [r[:2] for r in received])
+        payload = received[0][2]
+        self.assertEqual(('HostIdlePayload', 'nova_lease', '1.0'),
+                         (payload['nova_object.name'],
+                          payload['nova_object.namespace'],
+                          payload['nova_object.version']))
+        self.assertEqual(
+            {'host': 'node-7', 'service_host': 'compute-7',
+             'reason': 'nova_lease idle host: idle until '
+                       '2031-05-02T09:00:00Z',
+             'idle_until': '2031-05-02T09:00:00Z',
+             'wake_at': '2031-05-02T08:30:00Z'},
+            payload['nova_object.data'])
+        self.assertEqual((None, None),
+                         (received[1][2]['nova_object.data']['idle_until'],
+                          received[1][2]['nova_object.data']['wake_at']))

@@ -42,7 +42,7 @@ class _RecordingNotifier(object):
     def __init__(self):
         self.sent = []
 
-    def notify(self, event_type, lease, reservations=None):
+    def notify(self, event_type, lease, reservations=None, usage=None):
         self.sent.append((event_type, dict(lease)))
         return True
 

@@ -54,7 +54,7 @@ class RecordingNotifier(object):
         self.clock = clock
         self.sent = []
 
-    def notify(self, event_type, lease, reservations=None):
+    def notify(self, event_type, lease, reservations=None, usage=None):
         self.sent.append((event_type, lease['id'], self.clock.now))
         return True
 

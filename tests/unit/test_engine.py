@@ -150,7 +150,8 @@ class EngineTest(testtools.TestCase):
         notices = []
 
         class Notifier(object):
-            def notify(self, event_type, lease):
+            def notify(self, event_type, lease, reservations=None,
+                       usage=None):
                 notices.append((event_type, lease['status_reason']))
 
         engine = lease_engine.Engine(_conf(), db=self.db,

@@ -326,8 +326,31 @@ class NotificationPayloadTest(testtools.TestCase):
         data = payload['nova_object.data']
         self.assertEqual('2030-01-02T03:04:05Z', data['start_date'])
         self.assertEqual(['id', 'lease_id', 'resource_type', 'resource_id',
-                          'status', 'created_at', 'updated_at'],
+                          'status', 'created_at', 'updated_at', 'amount',
+                          'hosts', 'vcpus', 'memory_mb', 'disk_gb'],
                          list(data['reservations'][0]))
+        # What it holds: its flavor's sizes (none given here), never the
+        # other properties.
+        self.assertEqual((1, [], 0), (data['reservations'][0]['amount'],
+                                      data['reservations'][0]['hosts'],
+                                      data['reservations'][0]['vcpus']))
+        self.assertIsNone(data['usage'])
+        lease['reservations'].append({
+            'id': 'r2', 'resource_type': 'physical:host', 'status': 'active',
+            'properties': {'vcpus': 1},
+            'hosts': [{'hypervisor_hostname': 'h1', 'vcpus': 8,
+                       'memory_mb': 4096, 'local_gb': 40},
+                      {'hypervisor_hostname': 'h2', 'vcpus': 4,
+                       'memory_mb': 2048, 'local_gb': 20}]})
+        figures = {'reserved': {'lease_hours': 1.0}, 'used': {}}
+        data = notifications.lease_payload(
+            lease, usage=figures)['nova_object.data']
+        self.assertEqual(
+            {'amount': 2, 'hosts': ['h1', 'h2'], 'vcpus': 12,
+             'memory_mb': 6144, 'disk_gb': 60},
+            {k: data['reservations'][1][k] for k in (
+                'amount', 'hosts', 'vcpus', 'memory_mb', 'disk_gb')})
+        self.assertEqual(figures, data['usage'])
 
     def test_disabled_without_driver(self):
         conf = cfg.ConfigOpts()

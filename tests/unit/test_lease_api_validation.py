@@ -333,7 +333,8 @@ class RouteTableTest(testtools.TestCase):
                           ('/os-hosts/allocations', 'GET'),
                           ('/os-hosts/idle', 'GET'),
                           ('/os-hosts/{host_id}/allocation', 'GET'),
-                          ('/os-hosts/properties', 'GET')}, with_query)
+                          ('/os-hosts/properties', 'GET'),
+                          ('/usage', 'GET')}, with_query)
 
     def test_handlers_take_the_url_parameters(self):
         for template, method, route in self._routes():

@@ -34,6 +34,8 @@ DELETE  /os-hosts/{id}                     os-hosts:delete       204
 GET     /os-hosts/allocations              os-hosts:allocations  200
 GET     /os-hosts/{id}/allocation          os-hosts:allocations  200
 GET     /os-hosts/properties               os-hosts:list         200
+GET     /os-hosts/idle                     os-hosts:allocations  200
+GET     /usage                             usage:get[_all]       200
 ======  =================================  ====================  =====
 
 ``leases:create_server`` is for admins and services: nova-lease-engine
@@ -54,7 +56,8 @@ The package, as placement's API:
   -> {method: handler and the schemas of its body and query string})
   and :func:`.router.handle`, called by the paste filter;
 * :mod:`.handlers`: one module of handlers per resource (``leases``,
-  ``hosts`` for ``/os-hosts``, ``root`` for the version document);
+  ``hosts`` for ``/os-hosts``, ``usage`` for ``/usage``, ``root`` for
+  the version document);
   :mod:`.lease_updates` holds the transactions behind ``PUT`` and
   ``DELETE /leases/{id}``;
 * :mod:`.schemas`: one module of JSON schemas per resource;

@@ -33,10 +33,12 @@ from nova_lease.api_ext.lease_api.handlers import capacity
 from nova_lease.api_ext.lease_api.handlers import hosts
 from nova_lease.api_ext.lease_api.handlers import leases
 from nova_lease.api_ext.lease_api.handlers import root
+from nova_lease.api_ext.lease_api.handlers import usage
 from nova_lease.api_ext.lease_api.schemas import capacity as \
     capacity_schemas
 from nova_lease.api_ext.lease_api.schemas import hosts as host_schemas
 from nova_lease.api_ext.lease_api.schemas import leases as lease_schemas
+from nova_lease.api_ext.lease_api.schemas import usage as usage_schemas
 from nova_lease.api_ext.lease_api import validation
 from nova_lease import exception
 from nova_lease import params as lease_params
@@ -92,6 +94,9 @@ ROUTES = {
         'GET': Route(hosts.show_host),
         'PUT': Route(hosts.update_host, body=host_schemas.UPDATE),
         'DELETE': Route(hosts.delete_host),
+    },
+    '/usage': {
+        'GET': Route(usage.get_usage, query=usage_schemas.QUERY),
     },
 }
 

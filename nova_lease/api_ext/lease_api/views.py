@@ -123,3 +123,13 @@ def format_idle_host(item):
             'idle_periods': periods,
             'idle_hours': round(sum(p['hours'] for p in periods), 2),
             'idle_until': _dt(item['idle_until'])}
+
+
+def format_usage(projects, start, end, now):
+    """GET /usage: the window and nova_lease.usage's figures."""
+    return {'start': _dt(start), 'end': _dt(end), 'now': _dt(now),
+            'projects': [
+                dict(p, leases=[dict(lease, start_date=_dt(
+                    lease['start_date']), end_date=_dt(lease['end_date']))
+                    for lease in p['leases']])
+                for p in projects]}

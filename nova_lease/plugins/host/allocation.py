@@ -487,3 +487,35 @@ def idle_hosts(db, start, end, min_hours=0.0):
             result.append({'host': host, 'periods': periods,
                            'idle_until': until})
     return result
+
+
+def attach_hosts(db, leases):
+    """Give each host reservation of ``leases`` its ``hosts``: the hosts
+    it was allocated (``{'hypervisor_hostname', 'vcpus', 'memory_mb',
+    'local_gb'}``, by name), in place; returns ``leases``.
+
+    A host no longer registered keeps the sizes its allocation recorded.
+    """
+    ids = [r['id'] for lease in leases for r in lease['reservations']
+           if r['resource_type'] == RESOURCE_TYPE]
+    if not ids:
+        return leases
+    with db.reader() as session:
+        allocations = db_api.allocation_list(session, reservation_id=ids)
+        names = sorted({a['host'] for a in allocations})
+        hosts = {h['hypervisor_hostname']: h for h in db_api.host_list(
+            session, hostnames=names)} if names else {}
+    by_reservation = {}
+    for a in allocations:
+        host = hosts.get(a['host']) or {'vcpus': a['vcpus'],
+                                        'memory_mb': a['memory_mb'],
+                                        'local_gb': a['disk_gb']}
+        by_reservation.setdefault(a['reservation_id'], {})[a['host']] = {
+            'hypervisor_hostname': a['host'], 'vcpus': host['vcpus'],
+            'memory_mb': host['memory_mb'], 'local_gb': host['local_gb']}
+    for lease in leases:
+        for r in lease['reservations']:
+            if r['resource_type'] == RESOURCE_TYPE:
+                found = by_reservation.get(r['id'], {})
+                r['hosts'] = [found[name] for name in sorted(found)]
+    return leases

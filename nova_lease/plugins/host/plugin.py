@@ -58,6 +58,7 @@ from oslo_utils import timeutils
 from nova_lease import compute
 from nova_lease.db import api as db_api
 from nova_lease import hunt as hunt_core
+from nova_lease.periodic import idle
 from nova_lease.plugins import base
 from nova_lease.plugins.instance import leases as instance_leases
 from nova_lease import status
@@ -246,6 +247,11 @@ class HostPlugin(base.ComputePlugin):
             db_api.reservation_update(self.db, reservation['id'],
                                       {'aggregate_id': aggregate['id']})
         pool = self._freepool(aggregates)
+        if self.conf.nova_lease.idle_host_action != idle.NONE:
+            for host in hosts:
+                # The idle action may have disabled it (a lease created
+                # after its last pass, starting at once).
+                idle.wake_host(self.compute, host)
         for host in hosts:
             aggregate = self._add_host(aggregate, host, name)
             if pool is not None and host in (pool.get('hosts') or []):

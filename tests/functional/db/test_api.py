@@ -247,6 +247,18 @@ class _LeaseTests(object):
             self.db, statuses='PENDING')])
         self.assertEqual([], api.lease_list(self.db, project_id='p2',
                                             statuses=['ACTIVE']))
+        # The leases whose dates overlap [start, end) (b and c end, a
+        # starts, at the bounds).
+        for start, end, names in ((T0 + 2 * HOUR, T0 + 4 * HOUR, ['a']),
+                                  (T0, T0 + HOUR, ['b', 'c']),
+                                  (T0 + HOUR, T0 + 2 * HOUR,
+                                   ['b', 'c', 'a']),
+                                  (None, T0 + HOUR, ['b', 'c']),
+                                  (T0 + 2 * HOUR, None, ['a'])):
+            self.assertEqual(names, [x['name'] for x in api.lease_list(
+                self.db, start=start, end=end)], (start, end))
+        self.assertEqual(['c', 'a'], [x['name'] for x in api.lease_list(
+            self.db, project_id='p1', start=T0 + HOUR, end=T0 + 2 * HOUR)])
 
     def test_list_uses_three_queries(self):
         for i in range(5):

@@ -1,0 +1,312 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""The engine's idle-host action (``[nova_lease] idle_host_action``).
+
+With ``disable``, every ``idle_host_interval`` seconds the engine looks
+at the registered hosts of the free pool:
+
+* a host with nothing promised on it now, whose next promise (an
+  allocation of any lease, cleaning time included) is far enough away
+  that it would stay disabled at least ``idle_host_min_hours`` (until
+  that promise minus ``idle_host_wake_minutes``; no promise: for ever),
+  and that runs no server at all (asked to Nova, every project), has its
+  nova-compute service disabled, with a reason that starts with
+  :data:`REASON_PREFIX` (``host.idle.disable``);
+* a host the engine disabled is enabled again when its next promise is
+  within ``idle_host_wake_minutes``, when something is promised on it
+  now, or when it is no longer a registered free-pool host
+  (``host.idle.enable``). The host plugin also enables a host it starts
+  a lease on, whatever the time of the last pass.
+
+A service disabled by anyone else (its reason does not start with the
+prefix, or it has none) is never touched, neither disabled nor enabled.
+With ``none`` (the default) the engine disables nothing, and at its
+start enables the hosts it disabled before (the action was turned off).
+
+Several engines may run the pass at once: each looks at the service
+again just before it acts and acts only if it is still as the pass saw
+it, so a host is disabled (and notified) once, but for a race of a few
+milliseconds between two engines.
+
+:func:`decide` is the rule, pure; :class:`IdleHosts` reads the side
+database and Nova and acts.
+"""
+
+import datetime
+import threading
+
+from oslo_log import log as logging
+from oslo_utils import timeutils
+
+from nova_lease import compute
+from nova_lease.db import api as db_api
+from nova_lease import notifications
+from nova_lease.plugins import base as plugin_base
+
+LOG = logging.getLogger(__name__)
+
+#: What a nova-compute service disabled by the engine has as its reason.
+REASON_PREFIX = 'nova_lease idle host'
+
+NONE = 'none'
+DISABLE = 'disable'
+ACTIONS = (NONE, DISABLE)
+
+COMPUTE_BINARY = 'nova-compute'
+
+
+def _iso(dt):
+    return None if dt is None else dt.strftime('%Y-%m-%dT%H:%M:%SZ')
+
+
+def ours(service):
+    """True if ``service`` was disabled by the engine's idle action."""
+    return (service.get('status') == 'disabled' and
+            (service.get('disabled_reason') or '').startswith(REASON_PREFIX))
+
+
+def next_promise(bookings, now):
+    """``(busy now, start of the next promise or None)`` of a host's
+    bookings (``(start, end)`` pairs).
+    """
+    busy = any(s <= now < e for s, e in bookings)
+    later = [s for s, e in bookings if s > now]
+    return busy, (min(later) if later else None)
+
+
+def decide(now, bookings, service, eligible, min_hours, wake_minutes):
+    """What the idle action does to one host.
+
+    :param bookings: the host's allocations, ``(start, end)`` pairs.
+    :param service: its nova-compute service (``status``,
+        ``disabled_reason``).
+    :param eligible: the host is registered, reservable and in the free
+        pool.
+    :returns: ``(action, idle_until, wake_at, why)``: action ``'disable'``
+        (a candidate: the caller still checks that no server runs on
+        it), ``'enable'`` or None.
+    """
+    busy, until = next_promise(bookings, now)
+    wake = datetime.timedelta(minutes=wake_minutes)
+    wake_at = None if until is None else until - wake
+    if ours(service):
+        if not eligible:
+            return ('enable', until, wake_at,
+                    'no longer a registered host of the free pool')
+        if busy:
+            return 'enable', until, wake_at, 'promised now'
+        if wake_at is not None and now >= wake_at:
+            return ('enable', until, wake_at,
+                    'promised from %s' % _iso(until))
+        return None, until, wake_at, 'idle until %s' % _iso(until)
+    if service.get('status') != 'enabled' or not eligible or busy:
+        return None, until, wake_at, None
+    if wake_at is not None and (
+            wake_at - now < datetime.timedelta(hours=min_hours) or
+            wake_at <= now):
+        return None, until, wake_at, None
+    why = ('idle until %s' % _iso(until)) if until else 'idle'
+    return 'disable', until, wake_at, why
+
+
+class IdleHosts(object):
+    """The idle-host pass of one engine (see the module doc).
+
+    :param engine: its ``conf``, ``opts``, ``db``, ``plugins`` (for a
+        compute client) and ``notifier`` are used.
+    """
+
+    def __init__(self, engine):
+        self._engine = engine
+        self.opts = engine.opts
+        self.db = engine.db
+        self._stop = threading.Event()
+        self._thread = None
+        self.stats = {'passes': 0, 'disabled': 0, 'enabled': 0}
+
+    def _compute(self):
+        for plugin in self._engine.plugins.values():
+            if isinstance(plugin, plugin_base.ComputePlugin):
+                return plugin.compute
+        return None
+
+    def start(self):
+        """Run passes in a thread of their own (one with ``none``)."""
+        if self._compute() is None:
+            if self.opts.idle_host_action != NONE:
+                LOG.warning('[nova_lease] idle_host_action = %s needs a '
+                            'resource plugin that calls the compute API '
+                            '(physical:host): idle hosts are left alone',
+                            self.opts.idle_host_action)
+            return
+        if (self.opts.idle_host_action == DISABLE and
+                self.opts.idle_host_interval >=
+                60 * self.opts.idle_host_wake_minutes):
+            LOG.warning('[nova_lease] idle_host_interval (%(interval)s s) '
+                        'is not shorter than idle_host_wake_minutes '
+                        '(%(wake)s min): idle hosts may be enabled after '
+                        'their wake-up time (at the latest when a host '
+                        'lease starts on them)',
+                        {'interval': self.opts.idle_host_interval,
+                         'wake': self.opts.idle_host_wake_minutes})
+        self._thread = threading.Thread(target=self._loop,
+                                        name='lease-idle-hosts', daemon=True)
+        self._thread.start()
+
+    def stop(self):
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(10)
+
+    def _loop(self):
+        while not self._stop.is_set():
+            try:
+                self.run_pass()
+            except Exception as e:
+                LOG.warning('Idle-host pass failed (retried in %(n)s s): '
+                            '%(error)s', {'n': self.opts.idle_host_interval,
+                                          'error': e})
+            if self.opts.idle_host_action == NONE:
+                return
+            if self._stop.wait(self.opts.idle_host_interval):
+                return
+
+    def run_pass(self, now=None):
+        """One look at every registered host; returns ``{hostname:
+        'disabled' | 'enabled'}`` of what this pass did.
+        """
+        client = self._compute()
+        if client is None:
+            return {}
+        now = now or timeutils.utcnow()
+        action = self.opts.idle_host_action
+        self.stats['passes'] += 1
+        if action == NONE:
+            # Turned off: only undo what the engine did (one request).
+            return self._enable_all(client)
+        with self.db.reader() as session:
+            hosts = db_api.host_list(session)
+            allocations = db_api.allocation_list(session, start=now)
+        bookings = {}
+        for a in allocations:
+            bookings.setdefault(a['host'], []).append((a['start_date'],
+                                                       a['end_date']))
+        services = {s.get('host'): s for s in client.list_services(
+            binary=COMPUTE_BINARY)}
+        pool = {a.get('name'): a for a in client.list_aggregates()}.get(
+            self.opts.freepool_aggregate) or {}
+        in_pool = set(pool.get('hosts') or ())
+        done = {}
+        seen = set()
+        for host in hosts:
+            name = host['hypervisor_hostname']
+            service_host = host.get('service_host') or name
+            seen.add(service_host)
+            service = services.get(service_host)
+            if service is None:
+                continue
+            eligible = (host.get('reservable', True) and
+                        service_host in in_pool)
+            what, until, wake_at, why = decide(
+                now, bookings.get(name, ()), service, eligible,
+                self.opts.idle_host_min_hours,
+                self.opts.idle_host_wake_minutes)
+            if what == 'disable':
+                if self._disable(client, host, service_host, until,
+                                 wake_at, why):
+                    done[name] = 'disabled'
+            elif what == 'enable':
+                if self._enable(client, host, service_host, until,
+                                wake_at, why):
+                    done[name] = 'enabled'
+        # Hosts the engine disabled that are not registered any more.
+        for service_host, service in services.items():
+            if service_host not in seen and ours(service):
+                host = {'hypervisor_hostname': service_host,
+                        'service_host': service_host}
+                if self._enable(client, host, service_host, None, None,
+                                'no longer a registered host'):
+                    done[service_host] = 'enabled'
+        return done
+
+    def _enable_all(self, client):
+        done = {}
+        for service in client.list_services(binary=COMPUTE_BINARY):
+            if ours(service):
+                name = service.get('host')
+                host = {'hypervisor_hostname': name, 'service_host': name}
+                if self._enable(client, host, name, None, None,
+                                'idle_host_action is none'):
+                    done[name] = 'enabled'
+        return done
+
+    def _notify(self, event_type, host, reason, until, wake_at):
+        notifier = self._engine.notifier
+        send = getattr(notifier, 'notify_host', None)
+        if send is not None:
+            send(event_type, host, reason, idle_until=until,
+                 wake_at=wake_at)
+
+    def _disable(self, client, host, service_host, until, wake_at, why):
+        servers = client.list_servers(all_projects=True, host=service_host)
+        if servers:
+            LOG.debug('Host %(host)s is idle but runs %(n)d server(s): '
+                      'left enabled', {'host': service_host,
+                                       'n': len(servers)})
+            return False
+        # Look again just before acting: another engine, or an operator,
+        # may have changed it since the list.
+        service = client.get_compute_service(service_host)
+        if service is None or service.get('status') != 'enabled':
+            return False
+        reason = '%s: %s' % (REASON_PREFIX, why)
+        if wake_at is not None:
+            reason += ', enabled again at %s' % _iso(wake_at)
+        client.disable_service(service['id'], reason[:255])
+        self.stats['disabled'] += 1
+        LOG.info('Disabled idle host %(host)s (%(reason)s)',
+                 {'host': service_host, 'reason': reason})
+        self._notify(notifications.HOST_IDLE_DISABLE, host, reason, until,
+                     wake_at)
+        return True
+
+    def _enable(self, client, host, service_host, until, wake_at, why):
+        service = client.get_compute_service(service_host)
+        if service is None or not ours(service):
+            return False
+        client.enable_service(service['id'])
+        self.stats['enabled'] += 1
+        LOG.info('Enabled host %(host)s that was idle: %(why)s',
+                 {'host': service_host, 'why': why})
+        self._notify(notifications.HOST_IDLE_ENABLE, host, why, until,
+                     wake_at)
+        return True
+
+
+def wake_host(client, host, notifier=None):
+    """Enable ``host`` (a service host) if the idle action disabled it
+    (the host plugin, before it starts a lease on it); True if it did.
+    """
+    try:
+        service = client.get_compute_service(host)
+    except compute.ComputeNotFound:
+        return False
+    if service is None or not ours(service):
+        return False
+    client.enable_service(service['id'])
+    LOG.info('Enabled host %s that was idle: a lease starts on it', host)
+    send = getattr(notifier, 'notify_host', None)
+    if send is not None:
+        send(notifications.HOST_IDLE_ENABLE,
+             {'hypervisor_hostname': host, 'service_host': host},
+             'a lease starts on it')
+    return True

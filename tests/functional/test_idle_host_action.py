@@ -1,0 +1,179 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""``[nova_lease] idle_host_action = disable`` on the in-process Nova: the
+engine disables idle registered hosts' nova-compute services and enables
+them before a lease needs them.
+"""
+
+import datetime
+import threading
+import time
+
+from nova_lease.periodic import idle
+from tests.functional import base
+from tests.functional import test_host_reservation
+
+
+class _Recorder(object):
+    def __init__(self):
+        self.hosts = []
+
+    def notify(self, event_type, lease, reservations=None, usage=None):
+        return True
+
+    def notify_host(self, event_type, host, reason, idle_until=None,
+                    wake_at=None):
+        self.hosts.append((event_type, host['hypervisor_hostname'],
+                           idle_until, wake_at))
+        return True
+
+
+class IdleHostActionTest(test_host_reservation.HostLeaseMixin,
+                         base.LeaseFunctionalBase):
+
+    CLOCK_START = datetime.datetime(2030, 1, 1, 12, 0, 0)
+    COMPUTES = {'host1': (4, 8192, 100), 'host2': (4, 8192, 100),
+                'host3': (4, 8192, 100)}
+
+    def setUp(self):
+        super().setUp()
+        self.engine, self.plugin = self._engine(
+            idle_host_action='disable', idle_host_min_hours=1,
+            idle_host_wake_minutes=30)
+        self.notified = _Recorder()
+        self.engine.notifier = self.notified
+
+    def _services(self):
+        return {s['host']: s for s in self.admin_api.api_get(
+            '/os-services?binary=nova-compute').body['services']}
+
+    def _state(self):
+        return {host: (s['status'], s['disabled_reason'])
+                for host, s in self._services().items()}
+
+    def _operator_disables(self, host):
+        service = self._services()[host]
+        self.admin_api.api_put('/os-services/%s' % service['id'],
+                               {'status': 'disabled',
+                                'disabled_reason': 'maintenance'})
+
+    def _pass(self):
+        return self.engine.idle_hosts.run_pass()
+
+    def test_disable_idle_hosts_and_wake_before_a_lease(self):
+        self._register('host1', ssd='true')
+        self._register('host2')
+        self._register('host3')
+        # host2 runs a server (an admin forced it there); an operator
+        # disabled host3.
+        forced = {'server': self._build_server(
+            name='forced', image_uuid=self.image_id, flavor_id='1',
+            networks='none', az='nova:host2')}
+        self._wait_for_state_change(self.admin_api.post_server(forced),
+                                    'ACTIVE')
+        self._operator_disables('host3')
+        lease = self._create(self._lease_body(
+            '2030-01-01 15:00', '2030-01-01 16:00', reservations=[
+                self._host_res(extra_specs={'ssd': 'true'})]))
+        self.assertEqual(['host1'], self._hosts_of(lease))
+
+        # 12:00: host1 is free until 15:00, to be woken at 14:30 (2.5 h
+        # disabled, over the hour asked).
+        self.assertEqual({'host1': 'disabled'}, self._pass())
+        state = self._state()
+        self.assertEqual('disabled', state['host1'][0])
+        self.assertTrue(state['host1'][1].startswith(idle.REASON_PREFIX),
+                        state['host1'])
+        self.assertIn('2030-01-01T14:30:00Z', state['host1'][1])
+        self.assertEqual(('enabled', None), state['host2'])
+        self.assertEqual(('disabled', 'maintenance'), state['host3'])
+        self.assertEqual(
+            [('host.idle.disable', 'host1',
+              datetime.datetime(2030, 1, 1, 15, 0),
+              datetime.datetime(2030, 1, 1, 14, 30))], self.notified.hosts)
+        # It looks before it acts: a second pass (another engine) does
+        # nothing.
+        self.assertEqual({}, self._pass())
+        self.clock.advance(hours=2)
+        self.assertEqual({}, self._pass())
+        self.assertEqual('disabled', self._state()['host1'][0])
+
+        # 14:30: the promise is 30 minutes away: host1 is enabled; the
+        # operator's host3 still not.
+        self.clock.advance(minutes=30)
+        self.assertEqual({'host1': 'enabled'}, self._pass())
+        state = self._state()
+        self.assertEqual(('enabled', None), state['host1'])
+        self.assertEqual(('disabled', 'maintenance'), state['host3'])
+        self.assertEqual(['host.idle.disable', 'host.idle.enable'],
+                         [n[0] for n in self.notified.hosts])
+        self.assertEqual({}, self._pass())
+
+        # 15:00: the lease starts on host1, and its server lands there.
+        self.clock.advance(minutes=30)
+        self.assertEqual(1, self.engine.process_due())
+        lease = self._lease(lease['id'])
+        self.assertEqual('ACTIVE', lease['status'])
+        server = self._boot_hinted(lease['reservations'][0]['id'])
+        self.assertEqual('host1', server['OS-EXT-SRV-ATTR:host'])
+        # Busy host1 stays enabled; host2 (its server) and host3 (the
+        # operator's) untouched.
+        self.assertEqual({}, self._pass())
+        self.assertEqual(('disabled', 'maintenance'),
+                         self._state()['host3'])
+
+    def test_lease_starting_now_wakes_its_host(self):
+        self._register('host1')
+        self._operator_disables('host2')
+        self._operator_disables('host3')
+        # No promise at all: disabled for good.
+        self.assertEqual({'host1': 'disabled'}, self._pass())
+        self.assertEqual([('host.idle.disable', 'host1', None, None)],
+                         self.notified.hosts)
+        # A lease created after the pass, starting now: the host plugin
+        # enables the host before it starts the lease.
+        lease = self._create(self._lease_body('now', self._at(hours=1)))
+        self.assertEqual(1, self.engine.process_due())
+        self.assertEqual('ACTIVE', self._lease(lease['id'])['status'])
+        self.assertEqual(('enabled', None), self._state()['host1'])
+        server = self._boot_hinted(lease['reservations'][0]['id'])
+        self.assertEqual('host1', server['OS-EXT-SRV-ATTR:host'])
+
+    def test_turned_off_enables_what_it_disabled(self):
+        self._register('host1')
+        self._register('host2')
+        self._operator_disables('host3')
+        self.assertEqual({'host1': 'disabled', 'host2': 'disabled'},
+                         self._pass())
+        # A host that leaves the registry is enabled.
+        self.admin_api.api_delete('/os-reservation/os-hosts/%s' % [
+            h['id'] for h in self.admin_api.api_get(
+                '/os-reservation/os-hosts').body['hosts']
+            if h['hypervisor_hostname'] == 'host2'][0])
+        self.assertEqual({'host2': 'enabled'}, self._pass())
+        # An engine started with the action off enables the rest, once,
+        # and only its own (its real loop: the pass runs in a thread of
+        # its own).
+        engine, _plugin = self._engine(idle_host_action='none')
+        runner = threading.Thread(target=engine.run, daemon=True)
+        runner.start()
+        self.addCleanup(runner.join, 30)
+        self.addCleanup(engine.stop)
+        deadline = time.monotonic() + 20
+        while (not engine.idle_hosts.stats['enabled'] and
+               time.monotonic() < deadline):
+            time.sleep(0.1)
+        self.assertEqual({'passes': 1, 'disabled': 0, 'enabled': 1},
+                         engine.idle_hosts.stats)
+        state = self._state()
+        self.assertEqual(('enabled', None), state['host1'])
+        self.assertEqual(('disabled', 'maintenance'), state['host3'])
