@@ -69,7 +69,12 @@ class PlacementClient(object):
                    region_name=opts.region_name)
 
     def _get(self, url):
-        resp = self._adapter.get(url, raise_exc=False)
+        try:
+            resp = self._adapter.get(url, raise_exc=False)
+        except ks_exc.ClientException as e:
+            # No placement endpoint in the catalog, placement down, ...
+            raise AuditReadError('placement GET %s: %s' % (
+                url, str(e) or type(e).__name__)) from e
         if resp.status_code >= 400:
             raise AuditReadError('placement GET %s: HTTP %s %s' % (
                 url, resp.status_code, resp.text[:200]))

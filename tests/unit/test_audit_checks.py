@@ -245,3 +245,19 @@ class BrokenPromiseTest(testtools.TestCase):
         # A lease started now was never admitted: Nova's own failure.
         res['properties'] = {}
         self.assertEqual([], checks.check(_state(leases=[lease])))
+
+
+class PlacementReadTest(testtools.TestCase):
+
+    def test_no_placement_in_the_catalog_is_a_read_error(self):
+        # A session whose catalog has no placement endpoint (the
+        # commands then say so and exit 3, instead of a traceback).
+        from keystoneauth1 import noauth
+        from keystoneauth1 import session as ks_session
+
+        from nova_lease.audit import reader
+
+        client = reader.PlacementClient(ks_session.Session(
+            auth=noauth.NoAuth()))
+        e = self.assertRaises(reader.AuditReadError, client.providers)
+        self.assertIn('placement GET /resource_providers', str(e))
