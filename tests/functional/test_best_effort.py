@@ -201,7 +201,7 @@ class BestEffortTimeoutTest(BestEffortMixin, base.LeaseFunctionalBase):
     def test_timeout_half_way_restores_everything(self):
         sent = []
         self.engine.notifier = types.SimpleNamespace(
-            notify=lambda event_type, lease, reservations=None: sent.append(
+            notify=lambda event_type, lease, *args, **kwargs: sent.append(
                 (event_type, lease['status'])))
         lease, movable, stuck, _faults = self._hunting()
         self.assertEqual('IN_PROGRESS', lease['status'])
