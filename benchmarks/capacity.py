@@ -83,7 +83,6 @@ from nova_lease.scheduler import snapshot_cache  # noqa: E402
 
 CONF = nova.conf.CONF
 NOW = sched_bench.NOW
-HOUR = datetime.timedelta(hours=1)
 WINDOW_DAYS = 30
 STEP_HOURS = 1
 TARGET_MS = 200.0
@@ -140,23 +139,9 @@ def run(n, hosts, repeat, db_dir=None, seed=sched_bench.SEED):
         return jsonutils.dump_as_bytes(body)
 
     def admit_one():
-        # A lease admitted by nova-api (not timed): the writer also
-        # writes the change journal.
-        when = NOW + datetime.timedelta(minutes=rng.randrange(
-            WINDOW_DAYS * 24 * 60))
-        host = others[rng.randrange(len(others))]
-        lease = db_api.lease_create(db, {
-            'name': 'new', 'project_id': 'p1', 'start_date': when,
-            'end_date': when + 2 * HOUR, 'status': 'PENDING'},
-            reservations=[{
-                'resource_type': 'virtual:instance', 'status': 'pending',
-                'properties': {'vcpus': 2, 'memory_mb': 4096,
-                               'disk_gb': 20},
-                'allocations': [{
-                    'host': host, 'start_date': when,
-                    'end_date': when + 2 * HOUR, 'vcpus': 2,
-                    'memory_mb': 4096, 'disk_gb': 20}]}])
-        admitted.append(lease)
+        # A lease admitted by nova-api (not timed).
+        admitted.append(sched_bench.admit_lease(db, rng, others,
+                                                WINDOW_DAYS * 24 * 60))
 
     cpu = []
 

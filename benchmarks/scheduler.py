@@ -124,6 +124,25 @@ HOSTS_PER_HOST_LEASE = 5
 FREEPOOL = 'freepool'
 
 
+def admit_lease(db, rng, hosts, within_minutes):
+    """A 2-hour instance lease admitted by nova-api on one of ``hosts``,
+    starting within ``within_minutes`` of NOW: one transaction of the
+    real writer, which also writes the change journal (not timed).
+    """
+    start = NOW + datetime.timedelta(minutes=rng.randrange(within_minutes))
+    host = hosts[rng.randrange(len(hosts))]
+    return db_api.lease_create(db, {
+        'name': 'new', 'project_id': 'p1', 'start_date': start,
+        'end_date': start + 2 * HOUR_, 'status': 'PENDING'},
+        reservations=[{
+            'resource_type': 'virtual:instance', 'status': 'pending',
+            'properties': {'vcpus': 2, 'memory_mb': 4096, 'disk_gb': 20},
+            'allocations': [{
+                'host': host, 'start_date': start,
+                'end_date': start + 2 * HOUR_, 'vcpus': 2,
+                'memory_mb': 4096, 'disk_gb': 20}]}])
+
+
 def _name(k):
     return 'host%05d' % k
 
@@ -430,23 +449,7 @@ def run(n, repeat, hosts=HOSTS, db_dir=None, rng_seed=SEED):
     admitted = []
 
     def admit_one():
-        # A lease admitted by nova-api: one transaction of the real
-        # writer, which also writes the change journal (not timed).
-        start = NOW + datetime.timedelta(
-            minutes=rng.randrange(3 * 24 * 60))
-        host = others[rng.randrange(len(others))]
-        lease = db_api.lease_create(db, {
-            'name': 'new', 'project_id': 'p1', 'start_date': start,
-            'end_date': start + 2 * HOUR_, 'status': 'PENDING'},
-            reservations=[{
-                'resource_type': 'virtual:instance', 'status': 'pending',
-                'properties': {'vcpus': 2, 'memory_mb': 4096,
-                               'disk_gb': 20},
-                'allocations': [{
-                    'host': host, 'start_date': start,
-                    'end_date': start + 2 * HOUR_, 'vcpus': 2,
-                    'memory_mb': 4096, 'disk_gb': 20}]}])
-        admitted.append(lease)
+        admitted.append(admit_lease(db, rng, others, 3 * 24 * 60))
 
     def move_end():
         # The end of an admitted lease moved (lease and allocation).

@@ -179,12 +179,10 @@ def aggregates_of(ctx, service_host):
         ctx.elevated(), service_host))
 
 
-def servers_on_host(ctx, service_host):
-    """The servers (not deleted) of any project on a compute service host.
-
-    Returns ``[{'id', 'project_id', 'name', 'vm_state'}]`` ordered by id,
-    read from the host's cell database (``HostMapping``); a host without
-    a mapping (never discovered) runs none.
+def _instances_on_host(ctx, service_host, expected_attrs=()):
+    """The Instances (not deleted) of a compute service host, from its
+    cell database (``HostMapping``); a host without a mapping (never
+    discovered) runs none.
 
     :raises CellUnavailable: (409) the cell database did not answer.
     """
@@ -195,17 +193,27 @@ def servers_on_host(ctx, service_host):
         return []
     try:
         with nova_context.target_cell(ctx, mapping.cell_mapping) as cctx:
-            instances = objects.InstanceList.get_by_filters(
+            return objects.InstanceList.get_by_filters(
                 cctx, {'host': service_host, 'deleted': False},
-                expected_attrs=[])
+                expected_attrs=list(expected_attrs))
     except Exception as e:
         LOG.exception('Could not list the servers of host %s',
                       service_host)
         raise CellUnavailable(host=service_host,
                               reason=type(e).__name__) from e
+
+
+def servers_on_host(ctx, service_host):
+    """The servers (not deleted) of any project on a compute service host.
+
+    Returns ``[{'id', 'project_id', 'name', 'vm_state'}]`` ordered by id.
+
+    :raises CellUnavailable: (409) the cell database did not answer.
+    """
     return sorted(({'id': inst.uuid, 'project_id': inst.project_id,
                     'name': inst.display_name, 'vm_state': inst.vm_state}
-                   for inst in instances), key=lambda s: s['id'])
+                   for inst in _instances_on_host(ctx, service_host)),
+                  key=lambda s: s['id'])
 
 
 def servers_to_move(ctx, service_host):
@@ -214,24 +222,10 @@ def servers_to_move(ctx, service_host):
 
     :raises CellUnavailable: (409) the cell database did not answer.
     """
-    ctx = ctx.elevated()
-    try:
-        mapping = objects.HostMapping.get_by_host(ctx, service_host)
-    except nova_exception.HostMappingNotFound:
-        return []
-    try:
-        with nova_context.target_cell(ctx, mapping.cell_mapping) as cctx:
-            instances = objects.InstanceList.get_by_filters(
-                cctx, {'host': service_host, 'deleted': False},
-                expected_attrs=['flavor'])
-    except Exception as e:
-        LOG.exception('Could not list the servers of host %s',
-                      service_host)
-        raise CellUnavailable(host=service_host,
-                              reason=type(e).__name__) from e
     return sorted((hunt.Server(
         inst.uuid, inst.project_id,
         api_common.status_from_state(inst.vm_state, inst.task_state),
         inst.task_state, inst.flavor.vcpus, inst.flavor.memory_mb,
         inst.flavor.root_gb + inst.flavor.ephemeral_gb)
-        for inst in instances), key=lambda s: s.id)
+        for inst in _instances_on_host(ctx, service_host, ['flavor'])),
+        key=lambda s: s.id)
