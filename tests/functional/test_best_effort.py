@@ -80,8 +80,9 @@ class BestEffortTest(BestEffortMixin, base.LeaseFunctionalBase):
 
     def test_hunt_moves_unleased_servers_and_never_a_leased_one(self):
         self._register('host1')
-        # host2: one server, but a leased one (boot hints): never moved,
-        # so host2 is no candidate although it has the fewest servers.
+        # One host runs a leased server (boot hints), alone: never moved,
+        # so that host is no candidate although it is as cheap to empty
+        # as the one taken.
         leased = self._boot(
             {'reserved': 'True', 'lease_params': jsonutils.dumps(
                 {'name': 'mine', 'start': 'now', 'duration': '3h'})},
