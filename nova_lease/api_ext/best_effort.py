@@ -14,7 +14,7 @@
 :func:`hunter` gives ``create_host_lease`` what it calls when the free
 reservable hosts are not enough: the compute hosts that could be
 emptied for the lease, chosen with :mod:`nova_lease.hunt` and checked
-against the capacity calendar (``admission.plan_moves``), then locked.
+against the capacity calendar (``admission.MovePlan``), then locked.
 The engine migrates their servers away when the lease starts
 (nova_lease.plugins.host.plugin).
 
@@ -47,8 +47,7 @@ def _leased_servers(session):
         admission.DEAD_LEASES)}
 
 
-def _candidates(ctx, session, conf, inventory, request, start, stop, taken):
-    compute, _cached = inventory.compute_hosts(fresh=True)
+def _candidates(ctx, session, compute, request, start, stop, taken):
     registered = db_api.registered_hostnames(session)
     services = set(registered.values())
     hosts = [h for h in compute
@@ -89,15 +88,14 @@ def hunter(ctx, conf, start, stop, inventory=None):
         inventory = nova_inventory.default_inventory(conf)
 
     def hunt_hosts(session, field, request, needed, taken):
-        candidates = _candidates(ctx, session, conf, inventory, request,
+        plan = admission.MovePlan(session, conf, inventory=inventory)
+        candidates = _candidates(ctx, session, plan.compute, request,
                                  start, stop, taken)
 
         def can_move(servers, hosts):
-            return admission.plan_moves(
-                session, conf,
+            return plan.check(
                 [(s.id, calendar.Demand(s.vcpus, s.memory_mb, s.disk_gb))
-                 for s in servers], set(hosts) | set(taken),
-                inventory=inventory)
+                 for s in servers], set(hosts) | set(taken))
 
         try:
             chosen = hunt.choose(candidates, needed, can_move,

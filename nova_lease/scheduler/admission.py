@@ -415,8 +415,8 @@ def allocate_instances(session, conf, flavor, count, start, end,
 _FOREVER = datetime.datetime(9000, 1, 1)
 
 
-def plan_moves(session, conf, servers, exclude, inventory=None):
-    """Can the cloud take these servers, moved off the ``exclude`` hosts?
+class MovePlan(object):
+    """Can the cloud take servers moved off some hosts?
 
     For a best-effort host lease (nova_lease.hunt): each server is
     unleased, so it must fit its new host from now on, next to what runs
@@ -426,46 +426,65 @@ def plan_moves(session, conf, servers, exclude, inventory=None):
     the host where it fits with the most room left. Nothing is promised:
     Nova's scheduler (and LeaseFilter) places the servers when they move.
 
-    :param servers: ``[(server id, Demand)]``.
-    :param exclude: hypervisor hostnames the servers must leave.
-    :returns: None when they all fit, else a text naming one that fits
-        nowhere.
+    What it looks at is read once, when it is made (Nova's compute nodes,
+    fresh, the running leased servers, every promise from now on on those
+    hosts); :meth:`check` then answers each trial of a hunt in memory.
+
+    :ivar compute: Nova's compute nodes (ComputeHosts) as read.
     """
-    now = timeutils.utcnow()
-    if inventory is None:
-        inventory = nova_inventory.default_inventory(conf)
-    registered = _registered(session)
-    services = set(registered.values())
-    compute, _cached = inventory.compute_hosts(fresh=True)
-    hosts = [h for h in compute
-             if h.name not in registered and h.service_host not in services
-             and not h.freepool and h.name not in exclude]
-    if not servers:
+
+    def __init__(self, session, conf, inventory=None):
+        self.now = timeutils.utcnow()
+        if inventory is None:
+            inventory = nova_inventory.default_inventory(conf)
+        registered = _registered(session)
+        services = set(registered.values())
+        self.compute, _cached = inventory.compute_hosts(fresh=True)
+        self.hosts = [h for h in self.compute
+                      if h.name not in registered and
+                      h.service_host not in services and not h.freepool]
+        self.loads, self.items = None, []
+        if self.hosts:
+            admission = _Admission(session, conf, inventory,
+                                   calendar.Demand(), 'moved servers', 0,
+                                   self.now, _FOREVER, self.now)
+            self.loads = admission._loads(self.hosts, {},
+                                          admission._leased())
+            self.items = _items(db_api.window_allocation_rows(
+                session, self.now, DEAD_RESERVATIONS, DEAD_LEASES,
+                self.now, _FOREVER, hosts=[h.name for h in self.hosts]))
+
+    def check(self, servers, exclude):
+        """None when ``servers`` (``[(server id, Demand)]``) all fit on
+        hosts other than ``exclude`` (hypervisor hostnames), else a text
+        naming one that fits nowhere.
+        """
+        if not servers:
+            return None
+        keep = [k for k, h in enumerate(self.hosts)
+                if h.name not in exclude]
+        if not keep:
+            return 'no other compute host takes servers'
+        loads = self.loads.subset(keep)
+        names = set(loads.hosts)
+        items = [i for i in self.items if i.host in names]
+        now = self.now
+        for server_id, demand in sorted(
+                servers, key=lambda sd: (-sd[1].memory_mb, -sd[1].vcpus,
+                                         sd[0])):
+            cal = calendar.Calendar({}, items) if items else None
+            ok = fit.fits(cal, loads, demand, now, None)
+            candidates = [k for k, good in enumerate(ok) if good]
+            if not candidates:
+                return ('server %s (%d vcpus, %d MB RAM, %d GB disk) fits on '
+                        'no other compute host from now on (%d looked at)'
+                        % (server_id, demand.vcpus, demand.memory_mb,
+                           demand.disk_gb, len(keep)))
+            room = fit.headroom(cal, loads.subset(candidates), demand, now,
+                                None)
+            best = max(zip(candidates, room),
+                       key=lambda kr: (kr[1], loads.hosts[kr[0]]))[0]
+            items.append(calendar.Item(loads.hosts[best], now, None,
+                                       demand.vcpus, demand.memory_mb,
+                                       demand.disk_gb, False, server_id))
         return None
-    if not hosts:
-        return 'no other compute host takes servers'
-    admission = _Admission(session, conf, inventory, calendar.Demand(),
-                           'moved servers', 0, now, _FOREVER, now)
-    loads = admission._loads(hosts, {}, admission._leased())
-    items = _items(db_api.window_allocation_rows(
-        session, now, DEAD_RESERVATIONS, DEAD_LEASES, now, _FOREVER,
-        hosts=[h.name for h in hosts]))
-    for server_id, demand in sorted(
-            servers, key=lambda sd: (-sd[1].memory_mb, -sd[1].vcpus,
-                                     sd[0])):
-        cal = calendar.Calendar({}, items) if items else None
-        ok = fit.fits(cal, loads, demand, now, None)
-        candidates = [k for k, good in enumerate(ok) if good]
-        if not candidates:
-            return ('server %s (%d vcpus, %d MB RAM, %d GB disk) fits on no '
-                    'other compute host from now on (%d looked at)' % (
-                        server_id, demand.vcpus, demand.memory_mb,
-                        demand.disk_gb, len(hosts)))
-        room = fit.headroom(cal, loads.subset(candidates), demand, now,
-                            None)
-        best = max(zip(candidates, room),
-                   key=lambda kr: (kr[1], loads.hosts[kr[0]]))[0]
-        items.append(calendar.Item(loads.hosts[best], now, None,
-                                   demand.vcpus, demand.memory_mb,
-                                   demand.disk_gb, False, server_id))
-    return None
