@@ -13,6 +13,7 @@
 field names; dates as ``2017-12-26T12:00:00.000000``)."""
 
 from nova_lease import params as lease_params
+from nova_lease.plugins.host import allocation as host_allocation
 
 
 def _dt(value):
@@ -39,7 +40,7 @@ def format_reservation(reservation):
         out['resource_type'] = out.pop('api_resource_type')
     # A best-effort reservation says how many hosts it took from the
     # cloud (their names are the admin's: the aggregate, allocations).
-    hunt = out.pop('best_effort', None)
+    hunt = out.pop(host_allocation.BEST_EFFORT, None)
     if hunt is not None:
         out['best_effort_hosts'] = len(hunt.get('hosts') or ())
     return out

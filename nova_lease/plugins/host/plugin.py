@@ -60,6 +60,7 @@ from nova_lease.db import api as db_api
 from nova_lease import hunt as hunt_core
 from nova_lease.periodic import idle
 from nova_lease.plugins import base
+from nova_lease.plugins.host import allocation
 from nova_lease.plugins.instance import leases as instance_leases
 from nova_lease import status
 
@@ -81,9 +82,6 @@ NOTE_SERVERS = 20
 _SHELVED = ('SHELVED', 'SHELVED_OFFLOADED')
 
 
-#: The key of a best-effort reservation's properties naming the hosts it
-#: took from the cloud (nova_lease.plugins.host.allocation.BEST_EFFORT).
-BEST_EFFORT = 'best_effort'
 #: Migrations of one server tried in one attempt of a hunt before the
 #: attempt gives up on it (the next attempt, later, tries again).
 MIGRATION_TRIES = 2
@@ -97,7 +95,8 @@ def hunted_hosts(reservation):
     best-effort reservation took from the cloud ({} for any other).
     """
     props = reservation.get('properties') or {}
-    hunt = props.get(BEST_EFFORT) if isinstance(props, dict) else None
+    hunt = props.get(allocation.BEST_EFFORT) if isinstance(props, dict) \
+        else None
     if not hunt:
         return {}
     services = hunt.get('services') or {}
@@ -538,10 +537,11 @@ class HostPlugin(base.ComputePlugin):
                     if server.get('OS-EXT-SRV-ATTR:host') != service:
                         continue
                 left.append('%s on %s' % (server['id'], name))
-        aggregate = self._own_aggregate(self._aggregates(), reservation)
+        aggregates = self._aggregates()
+        aggregate = self._own_aggregate(aggregates, reservation)
         if aggregate is not None:
             # A start that failed half-way: undo it.
-            pool = self._freepool(self._aggregates(), create=True)
+            pool = self._freepool(aggregates, create=True)
             for host in aggregate.get('hosts') or []:
                 if host not in hunted.values():
                     pool = self._add_host(pool, host, pool['name'])
