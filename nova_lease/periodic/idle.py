@@ -280,10 +280,8 @@ class IdleHosts(object):
         return True
 
     def _enable(self, client, host, service_host, until, wake_at, why):
-        service = client.get_compute_service(service_host)
-        if service is None or not ours(service):
+        if not enable_ours(client, service_host):
             return False
-        client.enable_service(service['id'])
         self.stats['enabled'] += 1
         LOG.info('Enabled host %(host)s that was idle: %(why)s',
                  {'host': service_host, 'why': why})
@@ -292,17 +290,27 @@ class IdleHosts(object):
         return True
 
 
-def wake_host(client, host, notifier=None):
-    """Enable ``host`` (a service host) if the idle action disabled it
-    (the host plugin, before it starts a lease on it); True if it did.
+def enable_ours(client, service_host):
+    """Enable the nova-compute service of ``service_host`` if the idle
+    action disabled it (never one disabled by anyone else); True if it
+    did.
     """
     try:
-        service = client.get_compute_service(host)
+        service = client.get_compute_service(service_host)
     except compute.ComputeNotFound:
         return False
     if service is None or not ours(service):
         return False
     client.enable_service(service['id'])
+    return True
+
+
+def wake_host(client, host, notifier=None):
+    """Enable ``host`` (a service host) if the idle action disabled it
+    (the host plugin, before it starts a lease on it); True if it did.
+    """
+    if not enable_ours(client, host):
+        return False
     LOG.info('Enabled host %s that was idle: a lease starts on it', host)
     send = getattr(notifier, 'notify_host', None)
     if send is not None:
