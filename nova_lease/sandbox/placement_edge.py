@@ -33,6 +33,32 @@ _PASSED = ('CONTENT_TYPE', 'HTTP_OPENSTACK_API_VERSION', 'HTTP_ACCEPT')
 _RETURNED = ('content-type', 'openstack-api-version', 'location')
 
 
+def forward(environ, start_response, url, user_id, project_id, roles,
+            timeout=60):
+    """Send the WSGI request to placement at ``url`` (its path and query
+    string appended) as ``noauth2`` sees a user: ``admin`` for an admin,
+    ``user:project`` else, with ``roles``; return placement's answer.
+    """
+    headers = {
+        'X-Auth-Token': 'admin' if 'admin' in roles else '%s:%s' % (
+            user_id, project_id),
+        'X-Roles': ','.join(roles)}
+    for key in _PASSED:
+        if environ.get(key):
+            name = key[5:] if key.startswith('HTTP_') else key
+            headers[name.replace('_', '-').title()] = environ[key]
+    length = int(environ.get('CONTENT_LENGTH') or 0)
+    body = environ['wsgi.input'].read(length) if length else None
+    query = environ.get('QUERY_STRING')
+    resp = requests.request(environ['REQUEST_METHOD'],
+                            url + ('?' + query if query else ''),
+                            headers=headers, data=body, timeout=timeout)
+    start_response('%d %s' % (resp.status_code, resp.reason), [
+        (k, v) for k, v in resp.headers.items()
+        if k.lower() in _RETURNED])
+    return [resp.content]
+
+
 class PlacementEdge(object):
     """Forward an authenticated request to the in-process placement."""
 
@@ -42,26 +68,10 @@ class PlacementEdge(object):
     def __call__(self, environ, start_response):
         roles = [r.strip() for r in
                  environ.get('HTTP_X_ROLES', '').split(',') if r.strip()]
-        headers = {
-            'X-Auth-Token': 'admin' if 'admin' in roles else '%s:%s' % (
-                environ.get('HTTP_X_USER_ID', ''),
-                environ.get('HTTP_X_PROJECT_ID', '')),
-            'X-Roles': ','.join(roles)}
-        for key in _PASSED:
-            if environ.get(key):
-                name = key[5:] if key.startswith('HTTP_') else key
-                headers[name.replace('_', '-').title()] = environ[key]
-        length = int(environ.get('CONTENT_LENGTH') or 0)
-        body = environ['wsgi.input'].read(length) if length else None
-        query = environ.get('QUERY_STRING')
-        url = self.placement_url + environ.get('PATH_INFO', '') + (
-            '?' + query if query else '')
-        resp = requests.request(environ['REQUEST_METHOD'], url,
-                                headers=headers, data=body, timeout=60)
-        start_response('%d %s' % (resp.status_code, resp.reason), [
-            (k, v) for k, v in resp.headers.items()
-            if k.lower() in _RETURNED])
-        return [resp.content]
+        return forward(environ, start_response,
+                       self.placement_url + environ.get('PATH_INFO', ''),
+                       environ.get('HTTP_X_USER_ID', ''),
+                       environ.get('HTTP_X_PROJECT_ID', ''), roles)
 
 
 def app(placement_url):

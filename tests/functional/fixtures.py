@@ -44,8 +44,9 @@ from nova import exception as nova_exception
 from oslo_serialization import jsonutils
 from oslo_utils import timeutils
 from oslo_utils import uuidutils
-import requests
 from wsgi_intercept import interceptor
+
+from nova_lease.sandbox import placement_edge
 
 #: Name of the paste filter section an operator adds: [filter:nova_lease].
 PASTE_FILTER_NAME = 'nova_lease'
@@ -395,25 +396,9 @@ class FakeKeystone(fixtures.Fixture):
             return [b'{"errors": [{"status": 401}]}']
         # Placement's noauth2 edge: "admin" is its admin, "user:project"
         # anyone else, with the roles the token has.
-        headers = {'X-Auth-Token': 'admin' if 'admin' in token.roles else
-                   '%s:%s' % (token.user_id, token.project_id),
-                   'X-Roles': ','.join(token.roles)}
-        for key in ('CONTENT_TYPE', 'HTTP_OPENSTACK_API_VERSION',
-                    'HTTP_ACCEPT'):
-            if environ.get(key):
-                name = key[5:] if key.startswith('HTTP_') else key
-                headers[name.replace('_', '-').title()] = environ[key]
-        length = int(environ.get('CONTENT_LENGTH') or 0)
-        body = environ['wsgi.input'].read(length) if length else None
-        query = environ.get('QUERY_STRING')
-        url = self.placement_url + path + ('?' + query if query else '')
-        resp = requests.request(environ['REQUEST_METHOD'], url,
-                                headers=headers, data=body)
-        start_response('%d %s' % (resp.status_code, resp.reason), [
-            (k, v) for k, v in resp.headers.items()
-            if k.lower() in ('content-type', 'openstack-api-version',
-                             'location')])
-        return [resp.content]
+        return placement_edge.forward(
+            environ, start_response, self.placement_url + path,
+            token.user_id, token.project_id, token.roles, timeout=None)
 
     def _identity(self, environ, path):
         method = environ['REQUEST_METHOD']
