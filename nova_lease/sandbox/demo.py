@@ -327,17 +327,44 @@ def _lease_host(demo):
              demo.reservation_id)
 
 
-def _host_lease_started(demo):
+def _lease_active(demo, lease_id, what, failed=('ERROR',), show=False):
+    """Wait until the lease is ACTIVE (DemoFailed if it goes to one of
+    ``failed``); with ``show``, say each status it is seen in.
+    """
     api = Reservation(demo.env)
+    seen = []
 
     def _active():
-        lease = api.get_lease(demo.host_lease_id)
-        if lease['status'] == 'ERROR':
-            raise DemoFailed('the host lease went to ERROR: %s'
-                             % lease.get('status_reason'))
+        lease = api.get_lease(lease_id)
+        if lease['status'] in failed:
+            raise DemoFailed('the %s is %s: %s' % (
+                what, lease['status'], lease.get('status_reason')))
+        if show and lease['status'] not in seen:
+            seen.append(lease['status'])
+            demo.say('lease %s is %s', lease['id'], lease['status'])
         return lease if lease['status'] == 'ACTIVE' else None
 
-    demo.wait_for('the host lease to start', _active)
+    return demo.wait_for('the %s to start' % what, _active)
+
+
+def _end_lease(demo, lease_id, name, what):
+    """``openstack reservation lease delete``; wait until TERMINATED."""
+    api = Reservation(demo.env)
+    demo.say('openstack reservation lease delete %s', name)
+    api.delete_lease(lease_id)
+    demo.wait_for('the %s to end' % what, lambda: api.get_lease(
+        lease_id)['status'] == 'TERMINATED')
+
+
+def _freepool_hosts(demo):
+    """The hosts of the free pool (None: no free pool), as the admin."""
+    pools = [a for a in Compute(demo.admin_env).nova.aggregates.list()
+             if a.name == 'freepool']
+    return pools[0].hosts if pools else None
+
+
+def _host_lease_started(demo):
+    _lease_active(demo, demo.host_lease_id, 'host lease')
     demo.say('lease %s is ACTIVE: its host is in aggregate %s',
              demo.host_lease_id, demo.reservation_id)
 
@@ -369,16 +396,10 @@ def _boot_on_host(demo):
 
 
 def _end_host_lease(demo):
-    api = Reservation(demo.env)
-    demo.say('openstack reservation lease delete demo-host-lease')
-    api.delete_lease(demo.host_lease_id)
-    demo.wait_for('the host lease to end', lambda: api.get_lease(
-        demo.host_lease_id)['status'] == 'TERMINATED')
+    _end_lease(demo, demo.host_lease_id, 'demo-host-lease', 'host lease')
     demo.wait_for('the deletion of its server', lambda: not
                   demo.compute.exists(demo.on_host_id))
-    admin = Compute(demo.admin_env).nova
-    pools = [a for a in admin.aggregates.list() if a.name == 'freepool']
-    if not pools or DEMO_HOST not in pools[0].hosts:
+    if DEMO_HOST not in (_freepool_hosts(demo) or ()):
         raise DemoFailed('%s is not back in the free pool' % DEMO_HOST)
     demo.say('lease %s TERMINATED: server %s deleted, %s back in the free '
              'pool', demo.host_lease_id, demo.on_host_id, DEMO_HOST)
@@ -437,20 +458,8 @@ def _best_effort_lease(demo):
 
 
 def _best_effort_started(demo):
-    api = Reservation(demo.env)
-    seen = []
-
-    def _active():
-        lease = api.get_lease(demo.host_lease_id)
-        if lease['status'] in ('ERROR', 'TIMEDOUT'):
-            raise DemoFailed('the best-effort lease is %s: %s' % (
-                lease['status'], lease.get('status_reason')))
-        if lease['status'] not in seen:
-            seen.append(lease['status'])
-            demo.say('lease %s is %s', lease['id'], lease['status'])
-        return lease if lease['status'] == 'ACTIVE' else None
-
-    demo.wait_for('the best-effort lease to start', _active)
+    _lease_active(demo, demo.host_lease_id, 'best-effort lease',
+                  failed=('ERROR', 'TIMEDOUT'), show=True)
     admin = Compute(demo.admin_env)
     [aggregate] = [a for a in admin.nova.aggregates.list()
                    if a.name == demo.reservation_id]
@@ -467,16 +476,13 @@ def _best_effort_started(demo):
 
 
 def _end_best_effort(demo):
-    api = Reservation(demo.env)
-    demo.say('openstack reservation lease delete demo-best-effort')
-    api.delete_lease(demo.host_lease_id)
-    demo.wait_for('the best-effort lease to end', lambda: api.get_lease(
-        demo.host_lease_id)['status'] == 'TERMINATED')
-    admin = Compute(demo.admin_env)
-    pools = [a for a in admin.nova.aggregates.list() if a.name == 'freepool']
-    if not pools or pools[0].hosts != [DEMO_HOST]:
+    _end_lease(demo, demo.host_lease_id, 'demo-best-effort',
+               'best-effort lease')
+    pool = _freepool_hosts(demo)
+    if pool != [DEMO_HOST]:
         raise DemoFailed('the free pool holds %s, not only %s' % (
-            pools[0].hosts if pools else None, DEMO_HOST))
+            pool, DEMO_HOST))
+    admin = Compute(demo.admin_env)
     for server_id in demo.bystanders:
         if admin.get(server_id).status != 'ACTIVE':
             raise DemoFailed('bystander %s is not ACTIVE' % server_id)
