@@ -169,13 +169,7 @@ def run(n, hosts, repeat, db_dir=None, seed=sched_bench.SEED):
             timed(request, detail, detail=True)
             timed(request, member, project_id='p7')
     body = json.loads(request())['capacity']
-    for lease in admitted:
-        db_api.lease_destroy(db, lease['id'])
-    db_api.reset_databases()
-    snapshot_cache.CACHE.invalidate()
-    if tmp is not None:
-        import shutil
-        shutil.rmtree(tmp, ignore_errors=True)
+    sched_bench.forget(db, admitted, tmp)
     p99 = (statistics.quantiles(after_change, n=100)[-1]
            if len(after_change) > 1 else after_change[0])
     return {

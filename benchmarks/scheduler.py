@@ -143,6 +143,18 @@ def admit_lease(db, rng, hosts, within_minutes):
                 'memory_mb': 4096, 'disk_gb': 20}]}])
 
 
+def forget(db, admitted, tmp):
+    """Leave a reused database as it was filled (the ``admitted`` leases
+    gone), drop the cached snapshot and the temporary directory ``tmp``.
+    """
+    for lease in admitted:
+        db_api.lease_destroy(db, lease['id'])
+    db_api.reset_databases()
+    snapshot_cache.CACHE.invalidate()
+    if tmp is not None:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def _name(k):
     return 'host%05d' % k
 
@@ -535,13 +547,7 @@ def run(n, repeat, hosts=HOSTS, db_dir=None, rng_seed=SEED):
     # Full reads are slow at 1,000,000: fewer samples.
     full_reads = 1 if n >= 1000000 else max(2, repeat // 10)
     load_ms = _time(lambda: snapshot_reads.load(db, NOW), full_reads)
-    # Leave a reused database as it was filled.
-    for lease in admitted:
-        db_api.lease_destroy(db, lease['id'])
-    db_api.reset_databases()
-    snapshot_cache.CACHE.invalidate()
-    if tmp is not None:
-        shutil.rmtree(tmp, ignore_errors=True)
+    forget(db, admitted, tmp)
     return {
         'hosts': hosts, 'reservations': n,
         'nova_default_ms': round(nova_ms, 3),
