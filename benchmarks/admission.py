@@ -12,7 +12,7 @@
 """Benchmark: admission of a future instance lease, by reservation count.
 
 Each measured admission goes through the real path that a leased boot
-with a future start takes in nova-api: ``leases.create_instance_lease``
+with a future start takes in nova-api: ``create_instance_lease``
 -> ``admission.allocate_instances`` (inside the side database's writer
 transaction) -> the lease, its reservation, events and allocation
 recorded in the side database, committed. Timed with
@@ -104,7 +104,7 @@ from oslo_utils import uuidutils  # noqa: E402
 from nova_lease.db import api as db_api  # noqa: E402
 from nova_lease.db import migration  # noqa: E402
 from nova_lease import params as lease_params  # noqa: E402
-from nova_lease.plugins.instance import leases  # noqa: E402
+from nova_lease.plugins.instance import rtype as instance_rtype  # noqa: E402,E501
 from nova_lease.scheduler import admission  # noqa: E402
 # Imported before Nova's fixtures forbid os.uname() (numpy calls it).
 from nova_lease.scheduler import filters  # noqa: E402,F401
@@ -300,7 +300,7 @@ class AdmissionBench(base.LeaseFunctionalBase):
                                           start=start, end=end)
         self.phases.take()
         t0, c0 = time.perf_counter(), time.thread_time()
-        lease = leases.create_instance_lease(
+        lease = instance_rtype.create_instance_lease(
             self.db, base.CONF, params, 'bench-project', 'bench-user',
             dict(FLAVOR), 1, flavor_id='bench')
         elapsed, cpu = time.perf_counter() - t0, time.thread_time() - c0

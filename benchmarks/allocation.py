@@ -48,15 +48,22 @@ import sys
 import tempfile
 import time
 
+from oslo_config import cfg
 from oslo_utils import uuidutils
 import sqlalchemy as sa
 
+from nova_lease import conf as lease_conf
 from nova_lease.db import api as db_api
 from nova_lease.db import migration
 from nova_lease.db import models
 from nova_lease.periodic import events as lease_events
 from nova_lease.plugins.host import allocation as host_allocation
 from nova_lease.plugins.host import request as host_request
+from nova_lease.plugins.host import rtype as host_rtype
+
+CONF = cfg.ConfigOpts()
+lease_conf.register_opts(CONF)
+CONF([], project="nova")
 
 START = datetime.datetime(2030, 1, 1)
 HORIZON_DAYS = 365
@@ -165,8 +172,9 @@ def _allocate(db, i, rng, lease=None):
 
     def allocate():
         try:
-            host_allocation.create_host_lease(
-                db, values, [('reservations[0]', _request())], events, 15)
+            host_rtype.create_host_lease(
+                db, CONF, values, [('reservations[0]', _request())],
+                events, 15)
         except host_allocation.NotEnoughHosts:
             return True
         return False

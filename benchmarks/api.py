@@ -142,7 +142,7 @@ class ApiBench(base.LeaseFunctionalBase):
                                        'lease_request'),
                              ('policy', 'nova_lease.policy.authorize'),
                              ('record', 'nova_lease.plugins.instance.'
-                                        'leases.create_instance_lease'),
+                                        'rtype.create_instance_lease'),
                              ('link', 'nova_lease.plugins.instance.'
                                       'leases.link_instances')):
             module, attr = target.rsplit('.', 1)

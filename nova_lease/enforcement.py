@@ -26,11 +26,18 @@ are the ``[nova_lease_enforcement]`` options (nova_lease.conf.enforcement):
 
 except for the projects of ``exempt_projects``. A request over a limit
 raises :class:`LimitExceeded` (a 403 in Nova's fault format for a boot, in
-Blazar's error format for the lease API) naming the limit and its option;
-nothing is recorded. The checks read the side database before the lease
-is recorded, in their own transaction: two requests of one project made
-at the same instant may both pass a count or peak that only one of them
-fits in (like Nova's quota checks without their recheck).
+Blazar's error format for the lease API) naming the limit and its option.
+
+Every change of what a project holds (a lease created by a boot or the
+lease API, a reservation update, a date change; whatever the type of its
+reservations) goes through the booking pipeline (nova_lease.booking),
+which calls :func:`check_holding` in its writer transaction, after the
+change is written and before it commits: the check reads what the
+project then holds, so no path and no type can skip a limit, and a
+refusal rolls the change back. The pipeline first takes the project's
+named lock (:func:`lock_project`) when a limit applies to it, so that two
+requests of one project are checked one after the other: a limit holds
+under parallel requests too.
 """
 
 import collections
@@ -38,8 +45,10 @@ import collections
 from oslo_serialization import jsonutils
 
 from nova_lease.db import api as db_api
+from nova_lease.db import locks
 from nova_lease import exception
 from nova_lease import params as lease_params
+from nova_lease.plugins import types
 from nova_lease import status
 
 GROUP = 'nova_lease_enforcement'
@@ -153,45 +162,78 @@ def _size(properties):
     return out
 
 
-def check_instances(opts, db, project_id, start, end, flavor, count, now):
-    """The project's instance leases with ``count`` servers of
-    ``flavor`` over [start, end) stay within max_promised_*.
+def _limits_of(opts):
+    return [option for option in ('max_start_ahead', 'max_leases_per_project',
+                                  'max_promised_vcpus',
+                                  'max_promised_memory_mb',
+                                  'max_promised_disk_gb', 'max_promised_hosts')
+            if getattr(opts, option)]
+
+
+def applies(conf, project_id):
+    """True when a limit of [nova_lease_enforcement] applies to the
+    project (some limit is set and the project is not exempt).
     """
-    limits = [(key, option, name, getattr(opts, option))
-              for key, option, name in _RESOURCES if getattr(opts, option)]
-    if not limits:
+    opts = _opts(conf)
+    return bool(_limits_of(opts)) and not _exempt(opts, project_id)
+
+
+def lock_project(session, conf, project_id):
+    """Take the project's named lock in the writer ``session`` when a
+    limit applies to it (see the module doc); True if taken.
+    """
+    if not applies(conf, project_id):
+        return False
+    locks.lock(session, ['project:%s' % project_id])
+    return True
+
+
+def check_request(conf, session, project_id, start, now, created=False,
+                  start_moved=False, field='start_date'):
+    """The limits a change meets whatever it books (checked first, in the
+    writer ``session``): how far ahead its start is (a new lease, or a
+    new start) and, for a new lease, how many leases its project holds.
+
+    :raises LimitExceeded: (403).
+    """
+    opts = _opts(conf)
+    if not _limits_of(opts) or _exempt(opts, project_id):
         return
-    rows = db_api.project_instance_rows(db, project_id, now,
-                                        DEAD_RESERVATIONS, DEAD_LEASES,
-                                        start, end)
-    sizes = [(l_start, l_end, _size(props))
-             for _lid, l_start, l_end, props in rows]
-    for key, option, name, limit in limits:
-        mine = int(flavor.get(key) or 0) * count
-        if not mine:
-            continue
-        value, at = peak([(s, e, size[key]) for s, e, size in sizes] +
-                         [(start, end, mine)], start, end)
-        if value > limit:
-            raise LimitExceeded(
-                option, limit,
-                'this lease would bring the %s leased by project %s to %d '
-                'at %s' % (name, project_id, value, _short(at)))
+    if created or start_moved:
+        check_start(opts, start, now, field)
+    if created:
+        check_lease_count(opts, session, project_id, now)
 
 
-def check_hosts(opts, db, project_id, start, end, hosts, now,
-                lease_id=None):
-    """``hosts`` more hosts over [start, end) keep the project within
-    max_promised_hosts (``lease_id``'s own allocations not counted).
+def check_holding(conf, session, lease, now):
+    """What ``lease``'s project holds, with ``lease`` as written in the
+    writer ``session`` (its change done), is within every limit of what
+    a project may hold at any one time (hosts, vCPUs, RAM, disk).
+
+    :param lease: the lease (``project_id``, ``start_date``,
+        ``end_date``) after the change.
+    :raises LimitExceeded: (403): the caller's transaction rolls back.
     """
+    opts = _opts(conf)
+    project_id = lease['project_id']
+    if not _limits_of(opts) or _exempt(opts, project_id):
+        return
+    # From now on: what was held before now is history.
+    start, end = max(lease['start_date'], now), lease['end_date']
+    if start >= end:
+        return
+    _check_hosts_held(opts, session, project_id, start, end, now)
+    _check_instances_held(opts, session, project_id, start, end, now)
+
+
+def _check_hosts_held(opts, session, project_id, start, end, now):
     limit = opts.max_promised_hosts
-    if not limit or not hosts:
+    if not limit:
         return
-    rows = db_api.project_host_rows(db, project_id, now, DEAD_RESERVATIONS,
-                                    DEAD_LEASES, start, end)
-    value, at = peak([(s, e, 1) for lid, _host, s, e in rows
-                      if lid != lease_id] + [(start, end, hosts)],
-                     start, end)
+    rows = db_api.project_host_rows(session, project_id, now,
+                                    DEAD_RESERVATIONS, DEAD_LEASES, start,
+                                    end)
+    value, at = peak([(s, e, 1) for _lid, _host, s, e in rows], start, end)
     if value > limit:
         raise LimitExceeded(
             'max_promised_hosts', limit,
@@ -199,38 +241,21 @@ def check_hosts(opts, db, project_id, start, end, hosts, now,
             'at %s' % (project_id, value, _short(at)))
 
 
-def check_instance_lease(conf, db, project_id, start, end, flavor, count,
-                         now, field='lease_params.start'):
-    """A new instance lease (a boot with lease hints).
-
-    :param flavor: {'vcpus', 'memory_mb', 'disk_gb'} of one server.
-    :param count: how many servers it may create.
-    :raises LimitExceeded: (403).
-    """
-    opts = _opts(conf)
-    if _exempt(opts, project_id):
+def _check_instances_held(opts, session, project_id, start, end, now):
+    limits = [(key, option, name, getattr(opts, option))
+              for key, option, name in _RESOURCES if getattr(opts, option)]
+    if not limits:
         return
-    check_start(opts, start, now, field)
-    check_lease_count(opts, db, project_id, now)
-    check_instances(opts, db, project_id, start, end, flavor, count, now)
-
-
-def check_host_lease(conf, db, project_id, start, end, hosts, now,
-                     lease_id=None, field='start_date', instances=None):
-    """A new lease of the lease API (``lease_id`` None) of at most
-    ``hosts`` hosts and ``instances``, or new dates for lease ``lease_id``
-    holding ``hosts`` hosts.
-
-    :param instances: {'vcpus', 'memory_mb', 'disk_gb'}: what its instance
-        reservations hold in all (their ``amount`` times their size).
-    :raises LimitExceeded: (403).
-    """
-    opts = _opts(conf)
-    if _exempt(opts, project_id):
-        return
-    check_start(opts, start, now, field)
-    if lease_id is None:
-        check_lease_count(opts, db, project_id, now)
-    check_hosts(opts, db, project_id, start, end, hosts, now, lease_id)
-    if instances:
-        check_instances(opts, db, project_id, start, end, instances, 1, now)
+    rows = db_api.project_instance_rows(session, project_id, now,
+                                        DEAD_RESERVATIONS, DEAD_LEASES,
+                                        start, end, types.INSTANCE_TYPES)
+    sizes = [(l_start, l_end, _size(props))
+             for _lid, l_start, l_end, props in rows]
+    for key, option, name, limit in limits:
+        value, at = peak([(s, e, size[key]) for s, e, size in sizes],
+                         start, end)
+        if value > limit:
+            raise LimitExceeded(
+                option, limit,
+                'this lease would bring the %s leased by project %s to %d '
+                'at %s' % (name, project_id, value, _short(at)))

@@ -201,3 +201,16 @@ def event_sort_key(event_type, time):
         return time, EVENT_TYPE_ORDER[event_type]
     except KeyError:
         raise ValueError('unknown event type %r' % (event_type,)) from None
+
+
+#: What the reason of a nova-compute service that the engine's idle-host
+#: action disabled starts with (nova_lease.periodic.idle): the engine
+#: enables only those again, and a lease's start or update wakes them.
+IDLE_HOST_REASON = 'nova_lease idle host'
+
+
+def idle_disabled(disabled, reason):
+    """True if a service (``disabled`` flag, its ``reason``) was disabled
+    by the idle-host action.
+    """
+    return bool(disabled) and (reason or '').startswith(IDLE_HOST_REASON)

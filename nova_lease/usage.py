@@ -51,9 +51,7 @@ its ``lease.end`` notification (see nova_lease.notifications).
 
 import datetime
 
-HOST = 'physical:host'
-INSTANCE = 'virtual:instance'
-FLAVOR = 'flavor:instance'
+from nova_lease.plugins import types
 
 #: The figures of a lease, in this order.
 FIELDS = ('lease_hours', 'host_hours', 'vcpu_hours', 'memory_mb_hours',
@@ -137,8 +135,11 @@ def used_period(lease, now):
 
 def _units(reservation):
     """``[(hosts, vcpus, memory_mb, disk_gb)]`` one reservation holds."""
-    rtype = reservation.get('resource_type')
+    facts = types.of(reservation)
     props = reservation.get('properties') or {}
+    if facts is None:
+        # (A type of no resource: the noop plugin's, in benchmarks.)
+        return []
 
     def size(name, where=props):
         try:
@@ -146,11 +147,11 @@ def _units(reservation):
         except (TypeError, ValueError):
             return 0
 
-    if rtype == HOST:
+    if facts.whole_hosts:
         return [(1, size('vcpus', h), size('memory_mb', h),
                  size('local_gb', h) or size('disk_gb', h))
                 for h in reservation.get('hosts') or ()]
-    amount = 1 if rtype == INSTANCE else size('amount')
+    amount = size('amount') if facts.counts_amount else 1
     return [(0, amount * size('vcpus'), amount * size('memory_mb'),
              amount * size('disk_gb'))]
 
@@ -160,14 +161,16 @@ def amounts(reservation):
     'memory_mb', 'disk_gb'}`` (``amount``: hosts, servers or slots;
     ``hosts``: the hostnames of a host reservation, else empty).
     """
-    rtype = reservation.get('resource_type')
+    facts = types.of(reservation)
     units = _units(reservation)
     hosts = [h.get('hypervisor_hostname')
-             for h in reservation.get('hosts') or ()] if rtype == HOST \
-        else []
-    if rtype == HOST:
+             for h in reservation.get('hosts') or ()] \
+        if facts and facts.whole_hosts else []
+    if facts is None:
+        amount = 0
+    elif facts.whole_hosts:
         amount = len(units)
-    elif rtype == INSTANCE:
+    elif facts.one_server:
         amount = 1
     else:
         props = reservation.get('properties') or {}

@@ -34,6 +34,7 @@ from nova_lease.db import api as db_api
 from nova_lease import hunt
 from nova_lease.plugins.host import matching
 from nova_lease.plugins.host import registry
+from nova_lease.plugins import types
 from nova_lease.scheduler import admission
 from nova_lease.scheduler import inventory as nova_inventory
 
@@ -44,7 +45,7 @@ def _leased_servers(session):
     """Uuids of the servers linked to a live instance reservation."""
     return {row[1] for row in db_api.linked_instance_rows(
         session, timeutils.utcnow(), admission.LIVE_RESERVATIONS,
-        admission.DEAD_LEASES)}
+        admission.DEAD_LEASES, types.SERVER_TYPES)}
 
 
 def _candidates(ctx, session, compute, request, start, stop, taken):

@@ -39,6 +39,7 @@ from nova_lease.db import api as db_api
 from nova_lease import exception
 from nova_lease import params as lease_params
 from nova_lease.plugins.instance import leases
+from nova_lease.plugins import types
 from nova_lease import status
 
 LOG = logging.getLogger(__name__)
@@ -221,7 +222,7 @@ def _alias_response(req, ctx, alias, rest, application):
         lease = db_api.lease_get(db, reservation['lease_id'])
     except exception.NotFound:
         return None
-    if (reservation['resource_type'] != leases.RESOURCE_TYPE or
+    if (not types.is_one_server(reservation) or
             not leases.created_at_start(reservation)):
         return None
     if lease['project_id'] != ctx.project_id and not ctx.is_admin:

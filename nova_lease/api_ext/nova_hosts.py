@@ -44,6 +44,7 @@ from oslo_log import log as logging
 
 from nova_lease import exception
 from nova_lease import hunt
+from nova_lease import status
 
 LOG = logging.getLogger(__name__)
 
@@ -170,6 +171,31 @@ def remove_from_freepool(ctx, service_host, freepool):
     except (nova_exception.AggregateHostNotFound,
             nova_exception.ComputeHostNotFound):
         return False
+    return True
+
+
+def wake(ctx, service_host):
+    """Enable the host's nova-compute if the engine's idle-host action
+    disabled it (never one disabled by anyone else); True if it did.
+
+    Through Nova's own service update (os-services' code path, which also
+    syncs the COMPUTE_STATUS_DISABLED trait in placement).
+    """
+    ctx = ctx.elevated()
+    try:
+        mapping = objects.HostMapping.get_by_host(ctx, service_host)
+        nova_context.set_target_cell(ctx, mapping.cell_mapping)
+        service = objects.Service.get_by_compute_host(ctx, service_host)
+    except (nova_exception.HostMappingNotFound,
+            nova_exception.ComputeHostNotFound):
+        return False
+    if not status.idle_disabled(service.disabled, service.disabled_reason):
+        return False
+    service.disabled = False
+    service.disabled_reason = None
+    _api('host').service_update(ctx, service)
+    LOG.info('Enabled host %s that was idle: a started lease takes it',
+             service_host)
     return True
 
 

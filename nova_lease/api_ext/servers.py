@@ -66,6 +66,7 @@ from nova_lease import exception
 from nova_lease import notifications
 from nova_lease import params as lease_params
 from nova_lease.plugins.instance import leases
+from nova_lease.plugins.instance import rtype as instance_rtype
 from nova_lease.policies import lease as lease_policies
 from nova_lease import policy
 from nova_lease.scheduler import admission
@@ -209,30 +210,11 @@ class ServerCreate(object):
             flavor_id, flavor = self._flavor(ctx, server.get('flavorRef'))
         except exception.Invalid as e:
             return _fault(webob.exc.HTTPBadRequest, str(e))
-        refused = self._over_limits(ctx, request, flavor, count, now)
-        if refused is not None:
-            return refused
         if not request.params.start_now:
             return self._defer(req, ctx, body, request, flavor_id, flavor,
                                count, now)
         return self._boot(req, ctx, body, server, request, flavor_id,
                           flavor, count, now)
-
-    def _over_limits(self, ctx, request, flavor, count, now):
-        """A 403 naming the usage limit the lease would pass, or None.
-
-        The limits are ``[nova_lease_enforcement]``'s; default leases are
-        the operator's own and not checked.
-        """
-        if request.default:
-            return None
-        try:
-            enforcement.check_instance_lease(
-                self.conf, self.db, ctx.project_id, request.params.start,
-                request.params.end, flavor, count, now)
-        except enforcement.LimitExceeded as e:
-            return _fault(webob.exc.HTTPForbidden, str(e))
-        return None
 
     def _defer(self, req, ctx, body, request, flavor_id, sizes, count, now):
         """A future lease: record it with its boot requests; build nothing.
@@ -263,9 +245,11 @@ class ServerCreate(object):
         requests, password = deferred.boot_requests(req, ctx, body, count,
                                                     flavor)
         try:
-            lease = leases.create_deferred_instance_lease(
+            lease = instance_rtype.create_deferred_instance_lease(
                 self.db, self.conf, request.params, ctx.project_id,
                 ctx.user_id, sizes, requests, flavor_id=flavor_id, now=now)
+        except enforcement.LimitExceeded as e:
+            return _fault(webob.exc.HTTPForbidden, str(e))
         except admission.NoCapacity as e:
             return _fault(webob.exc.HTTPConflict, str(e))
         except exception.Invalid as e:
@@ -313,10 +297,12 @@ class ServerCreate(object):
     def _boot(self, req, ctx, body, server, request, flavor_id, flavor,
               count, now):
         try:
-            lease = leases.create_instance_lease(
+            lease = instance_rtype.create_instance_lease(
                 self.db, self.conf, request.params, ctx.project_id,
                 ctx.user_id, flavor, count, flavor_id=flavor_id,
                 default=request.default, now=now)
+        except enforcement.LimitExceeded as e:
+            return _fault(webob.exc.HTTPForbidden, str(e))
         except admission.NoCapacity as e:
             return _fault(webob.exc.HTTPConflict, str(e))
         except exception.Invalid as e:

@@ -56,16 +56,13 @@ import dataclasses
 import datetime
 import typing
 
+from nova_lease.plugins import types
 from nova_lease import status
 
 RESOURCES = ('VCPU', 'MEMORY_MB', 'DISK_GB')
 _SIZE_KEYS = {'VCPU': 'vcpus', 'MEMORY_MB': 'memory_mb', 'DISK_GB': 'disk_gb'}
 
-INSTANCE = 'virtual:instance'
-HOST = 'physical:host'
-#: Blazar's instance reservations (the lease API's virtual:instance and
-#: flavor:instance), and the extra spec of their flavors.
-SLOTS = 'flavor:instance'
+#: The extra spec of the flavors of Blazar's instance reservations.
 FLAVOR_SPEC = 'nova_lease:reservation'
 #: Metadata key of a host reservation's aggregate (named after the
 #: reservation's id, as in Blazar): the reservation's id.
@@ -188,7 +185,7 @@ class _Index(object):
         # Live links: server id -> (lease, reservation).
         self.links = {}
         for lease, reservation in self.reservations.values():
-            if (reservation['resource_type'] == INSTANCE and
+            if (types.is_one_server(reservation) and
                     reservation.get('resource_id') and
                     lease['status'] in LIVE and
                     reservation['status'] in _LIVE_RESERVATIONS):
@@ -200,7 +197,7 @@ class _Index(object):
         on_node = collections.defaultdict(list)
         for server in state.servers:
             found = self.reservations.get(server.get('reservation_flavor'))
-            if (found is None or found[1]['resource_type'] != SLOTS or
+            if (found is None or not types.is_slots(found[1]) or
                     found[0]['status'] not in LIVE or
                     found[1]['status'] not in _LIVE_RESERVATIONS or
                     server.get('status') in NOT_ON_HOST):
@@ -236,7 +233,7 @@ class _Index(object):
         """
         out = []
         for lease, reservation in self.reservations.values():
-            if (reservation['resource_type'] != HOST or
+            if (not types.is_whole_host(reservation) or
                     lease['status'] != _L.ACTIVE or
                     reservation['status'] != 'active'):
                 continue
@@ -466,7 +463,7 @@ def check_leased_servers(state, index=None):
     index = index or _Index(state)
     findings = []
     for lease, reservation in index.reservations.values():
-        if reservation['resource_type'] != INSTANCE:
+        if not types.is_one_server(reservation):
             continue
         server_id = reservation.get('resource_id')
         if not server_id:
@@ -565,7 +562,7 @@ def check_events(state, index=None):
 
 def _admitted(lease):
     """Was the lease a promise (admitted against the calendar)?"""
-    return any(r['resource_type'] == HOST or
+    return any(types.is_whole_host(r) or
                (r.get('properties') or {}).get(CREATE_AT_START)
                for r in lease.get('reservations') or ())
 

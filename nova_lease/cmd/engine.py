@@ -44,6 +44,7 @@ from nova_lease import conf as lease_conf
 from nova_lease import exception
 from nova_lease import notifications
 from nova_lease.periodic import engine as lease_engine
+from nova_lease.plugins import types
 from nova_lease import registration
 
 LOG = logging.getLogger(__name__)
@@ -136,7 +137,7 @@ def start_compute_hook(conf, engine, notifier=None, transport=None):
     """
     from nova_lease.compute_hook import service as hook_service
 
-    plugin = engine.plugins.get('virtual:instance')
+    plugin = engine.plugins.get(types.SERVER)
     try:
         return hook_service.start(
             conf, db=engine.db, notifier=notifier, transport=transport,

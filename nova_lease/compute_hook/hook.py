@@ -53,6 +53,7 @@ from nova_lease import compute
 from nova_lease.db import api as db_api
 from nova_lease import notifications
 from nova_lease.plugins.instance import leases
+from nova_lease.plugins import types
 from nova_lease import status
 
 LOG = logging.getLogger(__name__)
@@ -143,7 +144,7 @@ class ComputeHook(object):
                          'lease': lease_id})
             return None
         mine = [r for r in lease['reservations']
-                if r['resource_type'] == leases.RESOURCE_TYPE and
+                if types.is_one_server(r) and
                 r['resource_id'] in (server_id, None)]
         if not mine:
             LOG.warning('Server %(server)s names lease %(lease)s, which has '
@@ -250,7 +251,7 @@ class ComputeHook(object):
 
     def _reconcile_lease(self, lease, now, stats):
         instance = [r for r in lease['reservations']
-                    if r['resource_type'] == leases.RESOURCE_TYPE and
+                    if types.is_one_server(r) and
                     r['status'] != _R.DELETED]
         # (A reservation whose server is created at the start has none
         # until then: nothing vanished, nothing to link.)
@@ -260,7 +261,7 @@ class ComputeHook(object):
             self._repair_unlinked(lease, unlinked, now, stats)
             lease = db_api.lease_get(self.db, lease['id'])
             instance = [r for r in lease['reservations']
-                        if r['resource_type'] == leases.RESOURCE_TYPE and
+                        if types.is_one_server(r) and
                         r['status'] != _R.DELETED and r['resource_id']]
         for reservation in instance:
             server_id = reservation['resource_id']

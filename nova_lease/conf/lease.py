@@ -13,6 +13,8 @@
 
 from oslo_config import cfg
 
+from nova_lease.plugins import types
+
 GROUP_NAME = 'nova_lease'
 
 
@@ -177,8 +179,7 @@ Related options:
 * engine_heartbeat_timeout
 """),
     cfg.ListOpt('resource_plugins',
-                default=['virtual:instance', 'physical:host',
-                         'flavor:instance'],
+                default=[types.SERVER, types.HOST, types.SLOTS],
                 help='Resource plugins the engine loads, by name in the '
                      'nova_lease.resource_plugins entry point namespace.'),
     cfg.FloatOpt('weigher_multiplier',

@@ -189,9 +189,13 @@ def window_allocation_rows(db, now, dead_reservations, dead_leases, start,
     return rows
 
 
-def linked_instance_rows(db, now, live_statuses, dead_leases):
+def linked_instance_rows(db, now, live_statuses, dead_leases,
+                         server_types):
     """The instance reservations linked to a server, of leases not ended
     at ``now``, in the caller's transaction.
+
+    ``server_types``: the reservation types that are one server each
+    (nova_lease.plugins.types.SERVER_TYPES).
 
     ``live_statuses``: the reservation statuses that count (pending,
     active). Rows ``(reservation id, server uuid, properties (JSON text),
@@ -210,7 +214,7 @@ def linked_instance_rows(db, now, live_statuses, dead_leases):
                 alloc.c.start_date <= now, alloc.c.end_date > now)))
             .where(res.c.status.in_(sorted(live_statuses)),
                    res.c.resource_id.is_not(None),
-                   res.c.resource_type == 'virtual:instance',
+                   res.c.resource_type.in_(sorted(server_types)),
                    LEASES.c.status.not_in(sorted(dead_leases)),
                    LEASES.c.end_date > now))
     with transaction.reading(db) as session:
@@ -245,7 +249,7 @@ def project_live_lease_count(db, project_id, now, dead_leases):
 
 
 def project_instance_rows(db, project_id, now, dead_reservations,
-                          dead_leases, start, end):
+                          dead_leases, start, end, instance_types):
     """The live instance reservations of ``project_id``'s leases that
     overlap [start, end) and have not ended at ``now``: one server each
     (``virtual:instance``, boot hints), or ``amount`` instance slots
@@ -259,8 +263,7 @@ def project_instance_rows(db, project_id, now, dead_reservations,
                       res.c.properties)
             .select_from(res.join(LEASES))
             .where(LEASES.c.project_id == project_id,
-                   res.c.resource_type.in_(('virtual:instance',
-                                            'flavor:instance')),
+                   res.c.resource_type.in_(sorted(instance_types)),
                    _live(now, dead_reservations, dead_leases),
                    LEASES.c.start_date < common.naive_utc(end),
                    LEASES.c.end_date > common.naive_utc(start)))

@@ -30,6 +30,8 @@ import time
 
 from oslo_utils import timeutils
 
+from nova_lease.plugins import types
+
 #: The compute microversion the demo speaks (python-novaclient's maximum).
 COMPUTE_API_VERSION = '2.96'
 
@@ -317,7 +319,7 @@ def _lease_host(demo):
              "--end-date '%s' demo-host-lease", end)
     lease = Reservation(demo.env).create_lease({
         'name': 'demo-host-lease', 'start_date': 'now', 'end_date': end,
-        'reservations': [{'resource_type': 'physical:host', 'min': 1,
+        'reservations': [{'resource_type': types.HOST, 'min': 1,
                           'max': 1, 'hypervisor_properties': '[]',
                           'resource_properties': '[]'}],
         'events': []})
@@ -445,7 +447,7 @@ def _best_effort_lease(demo):
     lease = Reservation(demo.env).create_lease({
         'name': 'demo-best-effort', 'start_date': 'now', 'end_date': end,
         'lease_type': 'best_effort',
-        'reservations': [{'resource_type': 'physical:host', 'min': 2,
+        'reservations': [{'resource_type': types.HOST, 'min': 2,
                           'max': 2, 'hypervisor_properties': '',
                           'resource_properties': ''}],
         'events': []})
@@ -536,7 +538,7 @@ def _book_ahead(demo):
     lease = Reservation(demo.env).create_lease({
         'name': 'demo-host-later', 'start_date': _at(30),
         'end_date': _at(240),
-        'reservations': [{'resource_type': 'physical:host', 'min': 1,
+        'reservations': [{'resource_type': types.HOST, 'min': 1,
                           'max': 1, 'hypervisor_properties': '[]',
                           'resource_properties': '[]'}],
         'events': []})

@@ -83,6 +83,7 @@ from nova_lease import calendar
 from nova_lease.calendar import fit
 from nova_lease.db import api as db_api
 from nova_lease import exception
+from nova_lease.plugins import types
 from nova_lease.scheduler import inventory as nova_inventory
 from nova_lease import status
 
@@ -226,7 +227,8 @@ class _Admission(object):
         they stop counting at the returned end).
         """
         rows = db_api.linked_instance_rows(self.session, self.now,
-                                           LIVE_RESERVATIONS, DEAD_LEASES)
+                                           LIVE_RESERVATIONS, DEAD_LEASES,
+                                           types.SERVER_TYPES)
         if not rows:
             return {}
         by_server = {}

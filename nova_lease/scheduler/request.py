@@ -34,6 +34,7 @@ from nova_lease.db import api as db_api
 from nova_lease import exception as lease_exception
 from nova_lease import params
 from nova_lease.plugins import flavor as flavor_plugin
+from nova_lease.plugins import types
 from nova_lease.scheduler import snapshot
 from nova_lease import status
 
@@ -95,7 +96,7 @@ def _instance_reservation(row, lease, items):
     props = row['properties'] or {}
     size = snapshot.size_from(jsonutils.dumps(props), items)
     return snapshot.Reservation(
-        row['id'], lease['id'], lease['project_id'], snapshot.INSTANCE,
+        row['id'], lease['id'], lease['project_id'], row['resource_type'],
         row['resource_id'], lease['start_date'], lease['end_date'],
         lease['status'], size)
 
@@ -123,7 +124,7 @@ def lookup_server(conf, uuid, now):
     """
     db = db_api.get_database(conf)
     for row in db_api.reservation_list(db, resource_id=uuid,
-                                       resource_type=snapshot.INSTANCE):
+                                       resource_type=types.SERVER):
         if row['status'] in snapshot.DEAD_RESERVATIONS:
             continue
         lease = db_api.lease_get(db, row['lease_id'])
@@ -151,7 +152,7 @@ def lookup_lease(conf, lease_id, now):
         return []
     return [_instance_reservation(row, lease, ())
             for row in lease['reservations']
-            if row['resource_type'] == snapshot.INSTANCE and
+            if types.is_one_server(row) and
             row['status'] not in snapshot.DEAD_RESERVATIONS]
 
 
@@ -168,7 +169,7 @@ def lookup_deferred(conf, reservation_id, now):
         lease = db_api.lease_get(db, row['lease_id'])
     except lease_exception.NotFound:
         return None, (), False
-    if row['resource_type'] != snapshot.INSTANCE:
+    if not types.is_one_server(row):
         return None, (), False
     items = _items(db, row['id'])
     live = (row['status'] not in snapshot.DEAD_RESERVATIONS and
@@ -243,7 +244,7 @@ def lookup_slots(conf, reservation_id, flavor):
 
 def _slots(spec_obj, demand, res, project, now, lookup_slots):
     """The Request of a boot with an instance reservation's flavor."""
-    if (res is None or res.resource_type != flavor_plugin.RESOURCE_TYPE or
+    if (res is None or not types.is_slots(res) or
             res.lease_status != status.LeaseStatus.ACTIVE or
             res.project_id != project or res.end <= now):
         return Request(HOST_RESERVATION, demand, now, now, set(), (),
@@ -304,7 +305,7 @@ def _first_boot(demand, lease_id, uuid, project, snap, now, lookup_lease):
              if rid in snap.reservations]
     if not found and lookup_lease is not None:
         found = _ask(lookup_lease, [], 'lease %s' % lease_id, lease_id, now)
-    found = [r for r in found if r.resource_type == snapshot.INSTANCE and
+    found = [r for r in found if types.is_one_server(r) and
              r.end > now]
     if not found or found[0].project_id != project:
         return None
@@ -336,7 +337,7 @@ def _deferred(demand, reservation_id, uuid, project, snap, now,
     if res is not None and uuid and res.resource_id == uuid:
         return Request(UNLEASED, demand, now, None, None, (),
                        'its lease %s is over' % res.lease_id)
-    if (res is None or not live or res.resource_type != snapshot.INSTANCE
+    if (res is None or not live or not types.is_one_server(res)
             or res.project_id != project or res.end <= now or
             res.lease_status in snapshot.DEAD_LEASES or
             res.resource_id is not None):
@@ -409,7 +410,7 @@ def resolve(spec_obj, snap, now, conf=CONF, lookup=None,
         if slot_id:
             return _slots(spec_obj, demand, res, project, now,
                           lookup_slots)
-        if (res is None or res.resource_type != snapshot.HOST or
+        if (res is None or not types.is_whole_host(res) or
                 res.lease_status != status.LeaseStatus.ACTIVE or
                 res.project_id != project or res.end <= now):
             return Request(HOST_RESERVATION, demand, now, now, set(), (),

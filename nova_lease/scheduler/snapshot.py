@@ -46,11 +46,12 @@ import weakref
 from oslo_serialization import jsonutils
 
 from nova_lease import calendar
+from nova_lease.plugins import types
 from nova_lease.scheduler import mappings
 from nova_lease import status
 
-INSTANCE = 'virtual:instance'
-HOST = 'physical:host'
+#: The types whose reservations are one server each (VM leases).
+SERVER_TYPES = frozenset(n for n, f in types.FACTS.items() if f.one_server)
 
 DEAD_RESERVATIONS = (status.ReservationStatus.DELETED.value,
                      status.ReservationStatus.ERROR.value)
@@ -250,7 +251,7 @@ class Snapshot(object):
         self._by_lease = mappings.Layered(by_lease)
         self._res = mappings.Layered(reservations)
         self._servers = {r[4]: r for r in reservations.values()
-                         if r[3] == INSTANCE and r[4]}
+                         if r[3] in SERVER_TYPES and r[4]}
         # The same in integer microseconds, for the scheduler's per-host
         # pass (see _server_row); servers of unknown size are left out
         # (they count as unleased).
@@ -366,7 +367,7 @@ class Snapshot(object):
 
         servers, server_rows = self._servers, self.server_rows
         linked = [raw for raw in list(old.values()) + list(fresh.values())
-                  if raw is not None and raw[3] == INSTANCE and raw[4]]
+                  if raw is not None and raw[3] in SERVER_TYPES and raw[4]]
         if linked:
             servers, server_rows = dict(servers), dict(server_rows)
             for raw in old.values():
@@ -374,7 +375,7 @@ class Snapshot(object):
                     del servers[raw[4]]
                     server_rows.pop(raw[4], None)
             for raw in fresh.values():
-                if raw[3] != INSTANCE or not raw[4]:
+                if raw[3] not in SERVER_TYPES or not raw[4]:
                     continue
                 servers[raw[4]] = raw
                 row = _server_row(raw, new._alloc)

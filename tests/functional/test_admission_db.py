@@ -28,6 +28,7 @@ from nova_lease import calendar
 from nova_lease import conf as lease_conf
 from nova_lease.db import api
 from nova_lease.db import models
+from nova_lease.plugins import types
 from nova_lease.scheduler import admission
 from nova_lease.scheduler import inventory
 from nova_lease.scheduler import request as lease_request
@@ -339,7 +340,7 @@ class _WindowReadTests(object):
         with self.db.reader() as session:
             rows = api.linked_instance_rows(
                 session, NOW, admission.LIVE_RESERVATIONS,
-                admission.DEAD_LEASES)
+                admission.DEAD_LEASES, types.SERVER_TYPES)
         self.assertEqual([('srv1', 'host1'), ('srv2', None)],
                          sorted((r[1], r[7]) for r in rows))
         self.assertEqual({}, api.registered_hostnames(self.db))

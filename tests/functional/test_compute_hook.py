@@ -25,6 +25,7 @@ from nova_lease.compute_hook import hook as compute_hook
 from nova_lease.db import api as db_api
 from nova_lease import params
 from nova_lease.plugins.instance import leases
+from nova_lease.plugins.instance import rtype as instance_rtype
 from tests.functional import base
 from tests.functional.test_instance_lease import InstanceLeaseTest
 
@@ -36,7 +37,7 @@ def legacy_future_server(test, start, hours=1, name='legacy'):
     pass then shelves it until the start). Returns (server, lease).
     """
     server = test._boot(name=name)
-    lease = leases.create_instance_lease(
+    lease = instance_rtype.create_instance_lease(
         test.db, base.CONF, params.LeaseParams(
             name=name, start=start,
             end=start + datetime.timedelta(hours=hours)),
@@ -215,7 +216,7 @@ class TestUnlinkedAndForged(InstanceLeaseTest):
 
     def test_unlinked_lease_without_servers_ends(self):
         now = self.clock.now
-        lease = leases.create_instance_lease(
+        lease = instance_rtype.create_instance_lease(
             self.db, base.CONF, params.LeaseParams(
                 name='lost', start=now + datetime.timedelta(hours=1),
                 end=now + datetime.timedelta(hours=2)),
@@ -234,7 +235,7 @@ class TestUnlinkedAndForged(InstanceLeaseTest):
 
     def test_metadata_naming_another_projects_lease_is_ignored(self):
         now = self.clock.now
-        other = leases.create_instance_lease(
+        other = instance_rtype.create_instance_lease(
             self.db, base.CONF, params.LeaseParams(
                 name='theirs', start=now + datetime.timedelta(hours=1),
                 end=now + datetime.timedelta(hours=2)),

@@ -247,3 +247,128 @@ class EnforcementTest(test_lease_api.LeaseAPIMixin,
         self.assertEqual(403, e.kwargs['code'])
         self.assertIn('max_leases_per_project', str(e))
         self.assertEqual(1, self._leases())
+
+
+class ChangeEnforcementTest(test_lease_api.LeaseAPIMixin,
+                            base.LeaseFunctionalBase):
+    """Every change of what a project holds is checked against every
+    limit: reservation updates (E1) and date changes (E2), not only
+    creation.
+    """
+
+    COMPUTES = {'host1': (8, 16384, 200), 'host2': (8, 16384, 200),
+                'host3': (8, 16384, 200)}
+    CLOCK_START = datetime.datetime(2030, 1, 1, 12, 0, 0)
+
+    def setUp(self):
+        super().setUp()
+        self.db = db_api.get_database(base.CONF)
+        self.T = self.clock.now
+
+    def _register_all(self):
+        for host in self.COMPUTES:
+            self._register(host)
+
+    def _limit(self, **options):
+        self.flags(group='nova_lease_enforcement', **options)
+
+    def _put(self, lease_id, body, status):
+        return self.api.api_put(PREFIX + '/leases/%s' % lease_id, body,
+                                check_response_status=[status]).body
+
+    def _instances(self, start, end, amount=1, vcpus=1, name='i'):
+        return self._create(self._lease_body(
+            _date(start), _date(end), name=name,
+            reservations=[{'resource_type': 'virtual:instance',
+                           'amount': amount, 'vcpus': vcpus,
+                           'memory_mb': 512, 'disk_gb': 1,
+                           'affinity': None}]))
+
+    def _hosts_of(self, lease_id):
+        return sorted(a['host'] for a in db_api.allocation_list(
+            self.db, lease_id=lease_id))
+
+    def test_host_reservation_update_is_limited(self):
+        # E1: max_promised_hosts=1, then PUT min=max=3 was a 200 with 3
+        # hosts.
+        self._register_all()
+        self._limit(max_promised_hosts=1)
+        lease = self._create(self._lease_body(
+            _date(self.T + HOUR), _date(self.T + 2 * HOUR)))
+        rid = lease['reservations'][0]['id']
+        body = self._put(lease['id'], {'reservations': [
+            {'id': rid, 'min': 3, 'max': 3}]}, 403)
+        self.assertIn('[nova_lease_enforcement] max_promised_hosts',
+                      body['error_message'])
+        self.assertIn('to 3 at', body['error_message'])
+        self.assertEqual(1, len(self._hosts_of(lease['id'])))
+        # Within the limit: fine.
+        self._limit(max_promised_hosts=2)
+        self._put(lease['id'], {'reservations': [
+            {'id': rid, 'min': 2, 'max': 2}]}, 200)
+        self.assertEqual(2, len(self._hosts_of(lease['id'])))
+
+    def test_instance_reservation_update_is_limited(self):
+        # E1: amount and size of an instance reservation.
+        self._register_all()
+        self._limit(max_promised_vcpus=4)
+        lease = self._instances(self.T + HOUR, self.T + 2 * HOUR,
+                                amount=2, vcpus=2)
+        rid = lease['reservations'][0]['id']
+        body = self._put(lease['id'], {'reservations': [
+            {'id': rid, 'amount': 3}]}, 403)
+        self.assertIn('[nova_lease_enforcement] max_promised_vcpus',
+                      body['error_message'])
+        self.assertIn('to 6 at', body['error_message'])
+        body = self._put(lease['id'], {'reservations': [
+            {'id': rid, 'vcpus': 4}]}, 403)
+        self.assertIn('to 8 at', body['error_message'])
+        shown = db_api.lease_get(self.db, lease['id'])['reservations'][0]
+        self.assertEqual(2, shown['properties']['amount'])
+        self.assertEqual(2, shown['properties']['vcpus'])
+        self._put(lease['id'], {'reservations': [
+            {'id': rid, 'amount': 1, 'vcpus': 4}]}, 200)
+
+    def test_date_change_of_instance_reservations_is_limited(self):
+        # E2: two leases of 2 vCPUs each, one after the other, fit a
+        # limit of 3; moving one onto the other does not.
+        self._register_all()
+        self._limit(max_promised_vcpus=3)
+        first = self._instances(self.T + HOUR, self.T + 2 * HOUR,
+                                amount=2, name='first')
+        self._instances(self.T + 3 * HOUR, self.T + 4 * HOUR, amount=2,
+                        name='second')
+        body = self._put(first['id'], {
+            'start_date': _date(self.T + 3 * HOUR),
+            'end_date': _date(self.T + 5 * HOUR)}, 403)
+        self.assertIn('[nova_lease_enforcement] max_promised_vcpus',
+                      body['error_message'])
+        self.assertIn('to 4 at', body['error_message'])
+        body = self._put(first['id'], {
+            'end_date': _date(self.T + 3 * HOUR + HOUR // 2)}, 403)
+        self.assertIn('max_promised_vcpus', body['error_message'])
+        lease = db_api.lease_get(self.db, first['id'])
+        self.assertEqual(self.T + HOUR, lease['start_date'])
+        self.assertEqual(self.T + 2 * HOUR, lease['end_date'])
+        # Up to the other's start: fine.
+        self._put(first['id'], {'end_date': _date(self.T + 3 * HOUR)}, 200)
+
+    def test_date_change_of_a_boot_lease_is_limited(self):
+        # E2 for a VM lease made with boot hints (its size is its
+        # flavor's).
+        self._limit(max_promised_vcpus=1)
+        server = self._build_server(name='vm', image_uuid=self.image_id,
+                                    flavor_id='1', networks='none')
+        for start, end in ((self.T + HOUR, self.T + 2 * HOUR),
+                           (self.T + 3 * HOUR, self.T + 4 * HOUR)):
+            params = {'name': 'l', 'start': _date(start), 'end': _date(end)}
+            self.api.api_post('/servers', {
+                'server': dict(server), 'os:scheduler_hints': {
+                    'reserved': 'True',
+                    'lease_params': jsonutils.dumps(params)}},
+                check_response_status=[202])
+        first = sorted(db_api.lease_list(self.db),
+                       key=lambda lease: lease['start_date'])[0]
+        body = self._put(first['id'], {
+            'end_date': _date(self.T + 4 * HOUR)}, 403)
+        self.assertIn('max_promised_vcpus', body['error_message'])

@@ -20,13 +20,25 @@ a loser gets NotEnoughHosts (409) and leaves nothing behind.
 import datetime
 
 import fixtures
+from oslo_config import cfg
 
+from nova_lease import conf as lease_conf
 from nova_lease.db import api as db_api
+from nova_lease import enforcement
 from nova_lease.periodic import events as lease_events
 from nova_lease.plugins.host import allocation as host_allocation
 from nova_lease.plugins.host import request as host_request
+from nova_lease.plugins.host import rtype as host_rtype
 from tests.functional.db import base
 from tests import threads
+
+
+def _conf():
+    conf = cfg.ConfigOpts()
+    lease_conf.register_opts(conf)
+    conf([], project='nova')
+    return conf
+
 
 START = datetime.datetime(2030, 6, 1, 10, 0)
 
@@ -46,12 +58,14 @@ class _AllocationTests(object):
                 'cpu_info': '{"arch": "x86_64"}', 'hypervisor_type': 'fake',
                 'capabilities': dict(caps)})
 
-    def _create(self, name, start, hours=1, request=None, cleaning=0):
+    def _create(self, name, start, hours=1, request=None, cleaning=0,
+                conf=None):
         end = start + datetime.timedelta(hours=hours)
         values = {'name': name, 'project_id': 'p', 'user_id': 'u',
                   'start_date': start, 'end_date': end, 'status': 'PENDING'}
-        return host_allocation.create_host_lease(
-            self.db, values, [('reservations[0]', request or _request())],
+        return host_rtype.create_host_lease(
+            self.db, conf or _conf(), values,
+            [('reservations[0]', request or _request())],
             lease_events.lease_events(start, end), cleaning)
 
     def _race(self, count, make):
@@ -60,6 +74,8 @@ class _AllocationTests(object):
                 return ('ok', make(i)['id'])
             except host_allocation.NotEnoughHosts as e:
                 return ('409', str(e))
+            except enforcement.LimitExceeded as e:
+                return ('403', str(e))
 
         return [('error', repr(r)) if isinstance(r, BaseException) else r
                 for r in threads.race(count, run)]
@@ -94,6 +110,29 @@ class _AllocationTests(object):
         self._assert_no_double_booking()
         self.assertEqual(5, len({a['host'] for a in
                                  db_api.allocation_list(self.db)}))
+
+    def test_parallel_creates_of_one_project_keep_its_limits(self):
+        # Usage limits hold under parallel requests of one project: the
+        # booking pipeline checks them under the project's lock, in the
+        # transaction that books.
+        self._hosts(8)
+        conf = _conf()
+        conf.set_override('max_promised_hosts', 2,
+                          group='nova_lease_enforcement')
+        results = self._race(8, lambda i: self._create(
+            'l%d' % i, START, conf=conf))
+        kinds = sorted(kind for kind, _detail in results)
+        self.assertEqual(['403'] * 6 + ['ok'] * 2, kinds, results)
+        self.assertEqual(2, len(db_api.allocation_list(self.db)))
+        conf.set_override('max_promised_hosts', 0,
+                          group='nova_lease_enforcement')
+        conf.set_override('max_leases_per_project', 4,
+                          group='nova_lease_enforcement')
+        results = self._race(6, lambda i: self._create(
+            'm%d' % i, START + datetime.timedelta(hours=2), conf=conf))
+        kinds = sorted(kind for kind, _detail in results)
+        self.assertEqual(['403'] * 4 + ['ok'] * 2, kinds, results)
+        self.assertEqual(4, len(db_api.lease_list(self.db)))
 
     def test_back_to_back_and_cleaning_time(self):
         self._hosts(1)

@@ -24,6 +24,7 @@ from oslo_serialization import jsonutils
 from nova_lease.db import api as db_api
 from nova_lease import params as lease_params
 from nova_lease.plugins.instance import leases
+from nova_lease.plugins.instance import rtype as instance_rtype
 from nova_lease.scheduler import admission
 # Nova imports the scheduler filter from its configuration inside a fixture
 # that forbids os.uname(), which numpy (used by the capacity calendar)
@@ -409,7 +410,7 @@ class TestLinkInstances(LeaseApiBase):
         params = lease_params.LeaseParams(
             name='l', start=now, end=now + datetime.timedelta(hours=1),
             start_now=True)
-        return leases.create_instance_lease(
+        return instance_rtype.create_instance_lease(
             self.db, base.CONF, params, 'p', 'u',
             {'vcpus': 1, 'memory_mb': 512, 'disk_gb': 1}, count,
             flavor_id='1', now=now)

@@ -17,6 +17,7 @@ import datetime
 import testtools
 
 from nova_lease.audit import checks
+from nova_lease.plugins import types
 
 NOW = datetime.datetime(2026, 11, 20, 10, 0)
 CAP = {'VCPU': 4, 'MEMORY_MB': 8192, 'DISK_GB': 100}
@@ -33,7 +34,7 @@ def _lease(lease_id, status='PENDING', start=1, end=3, project='p1',
             'reservations': list(reservations), 'events': list(events)}
 
 
-def _res(res_id, rtype=checks.INSTANCE, status='pending', server=None):
+def _res(res_id, rtype=types.SERVER, status='pending', server=None):
     return {'id': res_id, 'resource_type': rtype, 'resource_id': server,
             'status': status, 'properties': {}}
 
@@ -86,7 +87,7 @@ class OvercommitTest(testtools.TestCase):
         # Two 2-vCPU slots fill the host; the servers booted with the
         # reservation's flavor run in them (not beside them).
         lease = _lease('l1', status='ACTIVE', start=-1, end=3,
-                       reservations=[_res('r1', checks.SLOTS, 'active')])
+                       reservations=[_res('r1', types.SLOTS, 'active')])
         servers = [dict(_server(s), reservation_flavor='r1')
                    for s in ('s1', 's2')]
         state = _state(leases=[lease],
@@ -117,7 +118,7 @@ class OvercommitTest(testtools.TestCase):
 
     def test_whole_host_holds_its_own_servers(self):
         lease = _lease('l1', status='ACTIVE', start=-1, end=3,
-                       reservations=[_res('r1', checks.HOST, 'active')])
+                       reservations=[_res('r1', types.HOST, 'active')])
         own = _server('s1', lease_reservation_id='r1')
         state = _state(leases=[lease],
                        allocations=[_alloc('r1', start=-1, whole=True)],
@@ -129,7 +130,7 @@ class OvercommitTest(testtools.TestCase):
         self.assertEqual([], checks.check(state))
         # The lease's own servers go at its end: a later host lease
         # there is no over-commitment.
-        later = _lease('l2', reservations=[_res('r2', checks.HOST)])
+        later = _lease('l2', reservations=[_res('r2', types.HOST)])
         state.leases.append(later)
         state.allocations.append(_alloc('r2', start=3, end=5, whole=True))
         self.assertEqual([], checks.check(state))
@@ -157,7 +158,7 @@ class HostsTest(testtools.TestCase):
 
     def test_leftover_aggregate(self):
         lease = _lease('l1', status='TERMINATED',
-                       reservations=[_res('r1', checks.HOST, 'deleted')])
+                       reservations=[_res('r1', types.HOST, 'deleted')])
         pool = {'name': 'freepool', 'hosts': ['h1'], 'metadata': {}}
         # Named after the reservation, as in Blazar; known as ours by its
         # metadata (an operator's aggregate of that name is not).

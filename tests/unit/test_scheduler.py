@@ -32,6 +32,7 @@ import testtools
 from nova_lease import calendar
 from nova_lease import params
 from nova_lease.plugins.host import plugin as host_plugin
+from nova_lease.plugins import types
 from nova_lease.scheduler import filters
 from nova_lease.scheduler import hosts as lease_hosts
 from nova_lease.scheduler import request as lease_request
@@ -100,11 +101,11 @@ def _lease_of(lease_id, now):
     if end <= now:
         return []
     return [snapshot.Reservation('r-' + lease_id, lease_id, 'p1',
-                                 snapshot.INSTANCE, None, start, end,
+                                 types.SERVER, None, start, end,
                                  'PENDING', None)]
 
 
-def _reservation(rid, start, end, resource_id=None, kind=snapshot.INSTANCE,
+def _reservation(rid, start, end, resource_id=None, kind=types.SERVER,
                  project='p1', status='PENDING', vcpus=4):
     return snapshot.Reservation(rid, 'lease-' + rid, project, kind,
                                 resource_id, start, end, status,
@@ -256,7 +257,7 @@ class FilterTest(_Base):
             [calendar.Item('host1', NOW - HOUR, NOW + HOUR, whole_host=True,
                            ref='hr')],
             {'hr': _reservation('hr', NOW - HOUR, NOW + HOUR,
-                                kind=snapshot.HOST, status='ACTIVE')})
+                                kind=types.HOST, status='ACTIVE')})
         hosts = [_host('host1', aggregates=[_held('hr')]), _host('host2')]
         self.assertEqual(['host1'], self.passing(
             hosts, _spec({'reservation': 'hr'})))
@@ -286,7 +287,7 @@ class FilterTest(_Base):
             [calendar.Item('host1', NOW - 2 * HOUR, NOW - HOUR,
                            whole_host=True, ref='hr')],
             {'hr': _reservation('hr', NOW - 2 * HOUR, NOW - HOUR,
-                                kind=snapshot.HOST, status='ACTIVE')})
+                                kind=types.HOST, status='ACTIVE')})
         hosts = [_host('host1', aggregates=[_held('hr')]), _host('host2')]
         self.assertEqual(['host2'], self.passing(hosts, _spec()))
         self.assertEqual(['host2'], self.passing(
@@ -296,7 +297,7 @@ class FilterTest(_Base):
             hosts, _spec({'reservation': 'hr'}, vcpus=1)))
         # Another reservation's hint does not open it either.
         self.snap = snapshot.Snapshot((), {'other': _reservation(
-            'other', NOW - HOUR, NOW + HOUR, kind=snapshot.HOST,
+            'other', NOW - HOUR, NOW + HOUR, kind=types.HOST,
             status='ACTIVE')})
         self.lookup_res.return_value = (self.snap.reservations['other'],
                                         {'host1', 'host2'})
@@ -314,7 +315,7 @@ class FilterTest(_Base):
             [calendar.Item('host1', NOW - HOUR, NOW + HOUR, whole_host=True,
                            ref='hr')],
             {'hr': _reservation('hr', NOW - HOUR, NOW + HOUR,
-                                kind=snapshot.HOST, status='ACTIVE')})
+                                kind=types.HOST, status='ACTIVE')})
         spec = _spec({'reservation': 'hr'}, vcpus=1)
         self.assertEqual([], self.passing(
             [_host('host1', aggregates=['freepool'])], spec))
@@ -560,7 +561,7 @@ class HostLoadsTest(testtools.TestCase):
                 vcpus = rng.randrange(1, 4)
                 sized = rng.random() < 0.8
                 reservations[rid] = snapshot.Reservation(
-                    rid, 'l' + rid, 'p', snapshot.INSTANCE, uuid, start,
+                    rid, 'l' + rid, 'p', types.SERVER, uuid, start,
                     end, 'ACTIVE',
                     calendar.Demand(vcpus, 256, 1) if sized else None)
                 if rng.random() < 0.7:

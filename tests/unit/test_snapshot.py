@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 import testtools
 
 from nova_lease import calendar
+from nova_lease.plugins import types
 from nova_lease.scheduler import mappings
 from nova_lease.scheduler import snapshot
 
@@ -33,10 +34,10 @@ LEASES = ['l0', 'l1', 'l2']
 def _reservation(draw, rid):
     start = NOW + draw(st.integers(-3, 5)) * HOUR
     end = start + draw(st.integers(1, 6)) * HOUR
-    kind = draw(st.sampled_from([snapshot.INSTANCE, snapshot.HOST]))
+    kind = draw(st.sampled_from([types.SERVER, types.HOST]))
     # A server belongs to one reservation at most.
     server = draw(st.sampled_from([None, 'server-' + rid])) \
-        if kind == snapshot.INSTANCE else None
+        if kind == types.SERVER else None
     size = draw(st.sampled_from([None, calendar.Demand(1, 2, 3)]))
     res = snapshot.Reservation(rid, draw(st.sampled_from(LEASES)), 'p',
                                kind, server, start, end,
@@ -44,7 +45,7 @@ def _reservation(draw, rid):
                                size if server else None)
     items = [calendar.Item(draw(st.sampled_from(['h0', 'h1', 'h2'])),
                            start, end, draw(st.integers(0, 3)), 1, 1,
-                           kind == snapshot.HOST, rid)
+                           kind == types.HOST, rid)
              for _ in range(draw(st.integers(0, 2)))]
     return res, items
 

@@ -58,8 +58,9 @@ The package, as placement's API:
 * :mod:`.handlers`: one module of handlers per resource (``leases``,
   ``hosts`` for ``/os-hosts``, ``usage`` for ``/usage``, ``root`` for
   the version document);
-  :mod:`.lease_updates` holds the transactions behind ``PUT`` and
-  ``DELETE /leases/{id}``;
+  :mod:`.lease_updates` validates the new dates of a ``PUT
+  /leases/{id}``; every create, update, date change and delete goes
+  through the booking pipeline (nova_lease.booking);
 * :mod:`.schemas`: one module of JSON schemas per resource;
   :mod:`.validation` reads bodies and checks bodies and query strings
   against them before a handler runs, answering a refusal as a 400 in

@@ -14,6 +14,8 @@
 import nova.conf
 from oslo_utils import timeutils
 
+from nova_lease.api_ext import nova_effects
+from nova_lease.booking import pipeline
 from nova_lease import conf as lease_conf
 from nova_lease.db import api as db_api
 from nova_lease import params as lease_params
@@ -55,3 +57,9 @@ def region_name():
     except Exception:  # noqa: the option group may be absent
         name = None
     return name or DEFAULT_REGION
+
+
+def caller(ctx):
+    """The booking pipeline's caller for a request of ``ctx``."""
+    return pipeline.Caller(ctx=ctx, conf=CONF, db=db(), region=region_name(),
+                           nova=nova_effects.InProcessNova(ctx))

@@ -9,34 +9,21 @@
 # WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
 # License for the specific language governing permissions and limitations
 # under the License.
-"""Changing and ending a lease: the transactions behind ``PUT`` and
-``DELETE /leases/{id}`` (handlers in :mod:`.handlers.leases`).
-
-Each is one writer transaction of the side database, retried on a
-deadlock, that compares and sets the lease's status: the engine may
-start or end the lease meanwhile (then :class:`LeaseBusy`, 409).
+"""A lease's new dates, from ``PUT /leases/{id}`` (handlers in
+:mod:`.handlers.leases`): validated against the lease, with the move of
+its events they make. The booking pipeline (nova_lease.booking.pipeline)
+applies them in its transaction, with every reservation's.
 """
 
 from nova_lease.api_ext.lease_api import common
-from nova_lease.api_ext.lease_api import reservation_updates
+from nova_lease.booking import pipeline
 from nova_lease.db import api as db_api
-from nova_lease import enforcement
-from nova_lease import exception
 from nova_lease import params as lease_params
-from nova_lease.plugins import flavor as flavor_plugin
-from nova_lease.plugins.flavor import allocation as slot_allocation
-from nova_lease.plugins.host import allocation as host_allocation
-from nova_lease.plugins.instance import leases as instance_leases
 from nova_lease import status
 
 _L = status.LeaseStatus
 _E = status.EventStatus
 _T = status.EventType
-
-
-class LeaseBusy(exception.Conflict):
-    msg_fmt = ('lease %(lease_id)s is %(status)s: %(action)s is not '
-               'possible now%(hint)s')
 
 
 def _parse_update_date(body, key, now):
@@ -53,15 +40,17 @@ def check_update_body(body):
     """Refuse (400) an update the API does not take.
 
     Its keys and their types are checked by the schema
-    (``schemas.leases.UPDATE``); its ``reservations`` by
-    :func:`reservation_updates.parse`.
+    (``schemas.leases.UPDATE``); its ``reservations`` by the pipeline
+    (each reservation's type).
     """
     if 'name' in body and body['name'] is not None:
         lease_params.parse_name(body['name'], 'name')
 
 
-def _new_window(lease, body, now):
-    """(start, end, before_end) after the update, validated."""
+def new_window(lease, body, now):
+    """The :class:`nova_lease.booking.pipeline.Window` after the update,
+    validated against ``lease`` (as it is in the pipeline's transaction).
+    """
     start = _parse_update_date(body, 'start_date', now)
     end = _parse_update_date(body, 'end_date', now)
     before_end = _parse_update_date(body, 'before_end_date', now)
@@ -129,7 +118,11 @@ def _new_window(lease, body, now):
             before_end = max(before_end, now)
     elif before_end is None:
         before_end = lease.get('before_end_date')
-    return start, end, before_end
+
+    def move_events(session, current):
+        _move_events(session, current, start, end, before_end, now)
+
+    return pipeline.Window(start, end, before_end, move_events)
 
 
 def _move_events(session, lease, start, end, before_end, now):
@@ -158,151 +151,3 @@ def _move_events(session, lease, start, end, before_end, now):
         db_api.event_create(session, {
             'lease_id': lease['id'], 'event_type': str(_T.BEFORE_END_LEASE),
             'time': max(before_end, now), 'status': undone})
-
-
-def _move_hosts(session, lease, start, end, now):
-    cleaning = common.opts().cleaning_time
-    if lease['status'] == _L.PENDING:
-        host_allocation.move_host_lease(session, lease, start, end, cleaning)
-    elif end != lease['end_date']:
-        host_allocation.extend_host_lease(session, lease, end, cleaning)
-
-
-def _move_slots(session, lease, start, end, now):
-    slot_allocation.rebook_slots(
-        session, lease, start, end, now,
-        sizes=slot_allocation.capacities(common.CONF))
-
-
-def _move_instances(session, lease, start, end, now):
-    instance_leases.move_instance_lease(session, common.CONF, lease, start,
-                                        end, now)
-
-
-#: How the reservations of each resource type follow a lease's new dates:
-#: ``move(session, lease, start, end, now)``, in the update's writer
-#: transaction; a 409 rolls the whole update back. A lease with a
-#: reservation of another type keeps its dates (400).
-DATE_CHANGES = {
-    host_allocation.RESOURCE_TYPE: _move_hosts,
-    flavor_plugin.RESOURCE_TYPE: _move_slots,
-    instance_leases.RESOURCE_TYPE: _move_instances,
-}
-
-
-def _check_changeable(lease, action):
-    """409 unless the lease is PENDING or ACTIVE."""
-    if lease['status'] not in (_L.PENDING, _L.ACTIVE):
-        raise LeaseBusy(lease_id=lease['id'], status=lease['status'],
-                        action=action,
-                        hint='' if status.is_terminal(
-                            status.LEASE, lease['status'])
-                        else '; retry in a moment')
-
-
-@db_api.retry_on_deadlock
-def update_lease(db, lease, body, now):
-    """Apply a checked update body.
-
-    :returns: ``(the lease as updated, [reservation_updates.Change])``:
-        what the caller tells Nova once committed
-        (:func:`reservation_updates.after_commit`).
-    """
-    changes = []
-    with db.writer() as session:
-        current = db_api.lease_get(session, lease['id'])
-        values = {}
-        if body.get('name') is not None:
-            values['name'] = body['name']
-        dates = ('start_date', 'end_date', 'before_end_date')
-        if any(body.get(k) is not None for k in dates):
-            _check_changeable(current, 'changing its dates')
-            types = {r['resource_type'] for r in current['reservations']}
-            others = sorted(types - set(DATE_CHANGES))
-            if others:
-                raise lease_params.LeaseParamError(
-                    'end_date' if body.get('end_date') else 'start_date',
-                    'unsupported', "the dates of a lease with %s "
-                    "reservations cannot be changed yet" % ', '.join(others))
-            start, end, before_end = _new_window(current, body, now)
-            if start != current['start_date'] or end > current['end_date']:
-                # Usage limits ([nova_lease_enforcement]): 403 naming them.
-                host_ids = {r['id'] for r in current['reservations']
-                            if r['resource_type'] ==
-                            host_allocation.RESOURCE_TYPE}
-                enforcement.check_host_lease(
-                    common.CONF, session, current['project_id'], start, end,
-                    len({a['host'] for a in db_api.allocation_list(
-                        session, lease_id=current['id'])
-                        if a['reservation_id'] in host_ids}), now,
-                    lease_id=current['id'])
-            for rtype, move in DATE_CHANGES.items():
-                if rtype in types:
-                    move(session, current, start, end, now)
-            values.update(start_date=start, end_date=end,
-                          before_end_date=before_end)
-            _move_events(session, current, start, end, before_end, now)
-        if body.get('reservations'):
-            _check_changeable(current, 'changing its reservations')
-            changes = reservation_updates.parse(current, body['reservations'])
-            reservation_updates.apply(
-                session, changes, values.get('start_date',
-                                             current['start_date']),
-                values.get('end_date', current['end_date']), now,
-                started=current['status'] != _L.PENDING)
-        if not values and not changes:
-            return current, changes
-        values['updated_at'] = now
-        # Compare-and-set: the engine may have started or ended it since.
-        return db_api.lease_update(session, current['id'], values,
-                                   expected_status=current['status']), changes
-
-
-@db_api.retry_on_deadlock
-def delete_lease(db, lease_id, now):
-    """Delete or end a lease; returns 'deleted' or 'ending'."""
-    cleaning = common.opts().cleaning_time
-    with db.writer() as session:
-        lease = db_api.lease_get(session, lease_id)
-        state = lease['status']
-        only_hosts = all(r['resource_type'] == host_allocation.RESOURCE_TYPE
-                         for r in lease['reservations'])
-        if state == _L.TERMINATED or (state == _L.PENDING and only_hosts):
-            # Nothing was provisioned (or everything was released): the
-            # rows go, allocations with them (cascade).
-            db_api.lease_update(session, lease_id, {'updated_at': now},
-                                expected_status=state)
-            db_api.lease_destroy(session, lease_id)
-            return 'deleted'
-        if state in (_L.STARTING, _L.TERMINATING):
-            raise LeaseBusy(lease_id=lease_id, status=state,
-                            action='deleting it',
-                            hint='; retry in a moment')
-        # Started (or failed), or holding Nova resources already: end it
-        # now; the engine releases the resources and the lease becomes
-        # TERMINATED.
-        events = db_api.event_list(session, lease_id=lease_id)
-        for event in events:
-            if event['status'] != _E.UNDONE:
-                continue
-            if event['event_type'] == _T.END_LEASE:
-                db_api.event_update(session, event['id'], {'time': now},
-                                    expected_status=str(_E.UNDONE))
-            elif state in (_L.PENDING, _L.IN_PROGRESS) or (
-                    event['event_type'] == _T.BEFORE_END_LEASE):
-                db_api.event_destroy(session, event['id'])
-        if any(r['resource_type'] == host_allocation.RESOURCE_TYPE
-               for r in lease['reservations']):
-            host_allocation.extend_host_lease(session, lease, min(now, lease[
-                'end_date']), cleaning)
-        # The capacity other reservations (instances) were promised goes
-        # with the lease: nothing of it after now.
-        db_api.allocation_cut(
-            session, [r['id'] for r in lease['reservations']
-                      if r['resource_type'] != host_allocation.RESOURCE_TYPE],
-            min(now, lease['end_date']))
-        db_api.lease_update(session, lease_id,
-                            {'end_date': min(now, lease['end_date']),
-                             'updated_at': now},
-                            expected_status=state)
-        return 'ending'

@@ -13,7 +13,7 @@
 field names; dates as ``2017-12-26T12:00:00.000000``)."""
 
 from nova_lease import params as lease_params
-from nova_lease.plugins.host import allocation as host_allocation
+from nova_lease.plugins import types
 
 
 def _dt(value):
@@ -34,15 +34,11 @@ def format_reservation(reservation):
     for key in _RESERVATION_FIELDS:
         value = reservation.get(key)
         out[key] = _dt(value) if key.endswith('_at') else value
-    # An instance reservation made through the lease API shows the type
-    # it was asked with (virtual:instance or flavor:instance).
-    if 'api_resource_type' in out:
-        out['resource_type'] = out.pop('api_resource_type')
-    # A best-effort reservation says how many hosts it took from the
-    # cloud (their names are the admin's: the aggregate, allocations).
-    hunt = out.pop(host_allocation.BEST_EFFORT, None)
-    if hunt is not None:
-        out['best_effort_hosts'] = len(hunt.get('hosts') or ())
+    # Its type shows what is its own (e.g. the type an instance
+    # reservation was asked with, how many hosts a best-effort one took
+    # from the cloud).
+    if types.of(reservation) is not None:
+        types.get(reservation['resource_type']).show(reservation, out)
     return out
 
 

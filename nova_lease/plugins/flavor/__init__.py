@@ -36,9 +36,13 @@ hosts with a slot left, while the lease is ACTIVE
 (no valid host).
 """
 
+from nova_lease.plugins import types
+
 #: The reservations' stored resource type (both Blazar types).
-RESOURCE_TYPE = 'flavor:instance'
-#: Blazar's two instance reservation types of the lease API.
-API_TYPES = ('virtual:instance', 'flavor:instance')
+RESOURCE_TYPE = types.SLOTS
+#: Blazar's two instance reservation types of the lease API: by size
+#: (``virtual:instance``) and by flavor (``flavor:instance``).
+API_TYPES = types.FACTS[types.SLOTS].api_names
+BY_SIZE, BY_FLAVOR = API_TYPES
 #: Flavor extra spec naming the reservation (read by LeaseFilter).
 FLAVOR_SPEC = 'nova_lease:reservation'

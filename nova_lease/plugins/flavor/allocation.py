@@ -36,7 +36,6 @@ import dataclasses
 from nova_lease.db import api as db_api
 from nova_lease import exception
 from nova_lease import params as lease_params
-from nova_lease.plugins import flavor as flavor_plugin
 from nova_lease.plugins.host import registry
 from nova_lease import status
 
@@ -202,8 +201,8 @@ def planned_rows(planned, start, end):
             if a['start_date'] < end and a['end_date'] > start]
 
 
-def rebook_slots(session, lease, start, end, now, sizes=None):
-    """Move the slots of ``lease``'s instance reservations to
+def rebook_slots(session, lease, own, start, end, now, sizes=None):
+    """Move the slots of ``lease``'s instance reservations ``own`` to
     ``[start, end)``, on the same hosts.
 
     Shortening always works; a later end or an other start works only if
@@ -213,8 +212,6 @@ def rebook_slots(session, lease, start, end, now, sizes=None):
 
     :raises NotEnoughSlots: (409) the caller's transaction must roll back.
     """
-    own = [r for r in lease['reservations']
-           if r['resource_type'] == flavor_plugin.RESOURCE_TYPE]
     if not own:
         return
     own_ids = {r['id'] for r in own}

@@ -34,6 +34,8 @@ from oslo_utils import strutils
 
 from nova_lease import params as lease_params
 from nova_lease.plugins.flavor import API_TYPES
+from nova_lease.plugins.flavor import BY_FLAVOR
+from nova_lease.plugins.flavor import BY_SIZE
 from nova_lease.plugins.host import request as host_request
 
 #: Most instances one reservation may hold.
@@ -41,9 +43,8 @@ MAX_AMOUNT = 1000
 _COMMON_KEYS = ('resource_type', 'amount', 'affinity',
                 'resource_properties')
 KEYS = {
-    'virtual:instance': frozenset(_COMMON_KEYS + (
-        'vcpus', 'memory_mb', 'disk_gb')),
-    'flavor:instance': frozenset(_COMMON_KEYS + ('flavor_id',)),
+    BY_SIZE: frozenset(_COMMON_KEYS + ('vcpus', 'memory_mb', 'disk_gb')),
+    BY_FLAVOR: frozenset(_COMMON_KEYS + ('flavor_id',)),
 }
 _NONE_VALUES = (None, '', 'None', 'none', 'null')
 _error = lease_params.error
@@ -81,7 +82,7 @@ class SlotRequest:
             'flavor_id': flavor_id,
             'server_group_id': server_group_id,
         }
-        if self.resource_type == 'flavor:instance':
+        if self.resource_type == BY_FLAVOR:
             props['source_flavor_id'] = self.flavor_id
         return props
 
@@ -137,7 +138,7 @@ def parse_slot_request(raw, field, find_flavor=None):
                      "the keys of a %s reservation are %s",
                      name(unknown[0]), rtype, ', '.join(sorted(keys)))
     required = ('amount',) + (('vcpus', 'memory_mb', 'disk_gb')
-                              if rtype == 'virtual:instance'
+                              if rtype == BY_SIZE
                               else ('flavor_id',))
     for key in required:
         if raw.get(key) in (None, ''):
@@ -148,7 +149,7 @@ def parse_slot_request(raw, field, find_flavor=None):
         raise _error(name('amount'), 'range', "'%s' (%d) must be at most %d",
                      name('amount'), amount, MAX_AMOUNT)
     flavor_id = None
-    if rtype == 'virtual:instance':
+    if rtype == BY_SIZE:
         vcpus = host_request.parse_count(raw['vcpus'], name('vcpus'), 1)
         memory_mb = host_request.parse_count(raw['memory_mb'],
                                              name('memory_mb'), 1)

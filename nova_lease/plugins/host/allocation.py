@@ -11,13 +11,15 @@
 # under the License.
 """Host allocation (physical:host): booking whole hosts for leases.
 
-:func:`create_host_lease` records a lease, its host reservations, their
-whole-host allocations over ``[start, end + cleaning_time)`` and its
-events in ONE writer transaction, under per-host locks
-(``db.api.lock_hosts``), so that no host is ever booked twice, even by
-concurrent requests in several nova-api processes. A lease that cannot
-get ``min`` free hosts is refused with :class:`NotEnoughHosts` (409) and
-leaves nothing behind. :func:`move_host_lease` and
+:func:`allocate` chooses and locks free hosts for the host
+reservations of a lease in the booking pipeline's writer transaction
+(nova_lease.booking; the type is nova_lease.plugins.host.rtype), with
+whole-host allocations over ``[start, end + cleaning_time)``, under
+per-host locks (``db.api.lock_hosts``), so that no host is ever booked
+twice, even by concurrent requests in several nova-api processes. A
+lease that cannot get ``min`` free hosts is refused with
+:class:`NotEnoughHosts` (409) and leaves nothing behind; a best-effort
+one hunts for the rest (:func:`hunt`). :func:`move_host_lease` and
 :func:`extend_host_lease` re-book a lease whose dates change;
 :func:`host_allocations` is Blazar's view of who holds each host.
 
@@ -36,11 +38,11 @@ from nova_lease import exception
 from nova_lease import params as lease_params
 from nova_lease.plugins.host import registry
 from nova_lease.plugins.host import request as host_request
-from nova_lease import status
+from nova_lease.plugins import types
 
 LOG = logging.getLogger(__name__)
 
-RESOURCE_TYPE = 'physical:host'
+RESOURCE_TYPE = types.HOST
 
 
 class NotEnoughHosts(exception.Conflict):
@@ -52,7 +54,7 @@ def booked_end(end, cleaning_minutes):
     return end + datetime.timedelta(minutes=cleaning_minutes or 0)
 
 
-def _window_text(start, end, cleaning_minutes):
+def window_text(start, end, cleaning_minutes):
     text = '[%s, %s)' % (lease_params.format_short(start),
                          lease_params.format_short(end))
     if cleaning_minutes:
@@ -100,7 +102,7 @@ class _RegistryChanged(Exception):
     pass
 
 
-def _allocate(session, requests, start, stop, window, exclude_reservations):
+def allocate(session, requests, start, stop, window, exclude_reservations):
     """Pick, lock and re-check hosts in the writer ``session``.
 
     The cached host registry is checked against its fingerprint by the
@@ -167,7 +169,7 @@ def _allocate(session, requests, start, stop, window, exclude_reservations):
         known_busy |= lost
 
 
-def _allocation_rows(hosts, start, stop):
+def allocation_rows(hosts, start, stop):
     return [{'host': h['hypervisor_hostname'], 'start_date': start,
              'end_date': stop, 'vcpus': h.get('vcpus') or 0,
              'memory_mb': h.get('memory_mb') or 0,
@@ -182,22 +184,25 @@ def _allocation_rows(hosts, start, stop):
 BEST_EFFORT = 'best_effort'
 
 
-def _hunt(session, requests, start, stop, window, hunt):
+def hunt(session, requests, start, stop, window, hunter):
     """The picks of a best-effort lease: the free reservable hosts each
-    request can get, then ``hunt`` for the rest of its ``min``.
+    request can get, then ``hunter`` for the rest of its ``min``:
+    ``hunter(session, field, request, needed, taken)`` -> host rows of
+    ``needed`` more hosts (not among the hypervisor hostnames ``taken``),
+    locked, whose servers are to be migrated away; or it raises a 409.
 
     :returns: ``(picks, {field: [hosts hunted]})``.
     """
     relaxed = [(field, dataclasses.replace(request, min=0))
                for field, request in requests]
-    picks = _allocate(session, relaxed, start, stop, window, ())
+    picks = allocate(session, relaxed, start, stop, window, ())
     taken = {h['hypervisor_hostname'] for _f, chosen in picks
              for h in chosen}
     hunted, out = {}, []
     for (field, request), (_f, chosen) in zip(requests, picks):
         needed = request.min - len(chosen)
         if needed > 0:
-            extra = hunt(session, field, request, needed, set(taken))
+            extra = hunter(session, field, request, needed, set(taken))
             names = [h['hypervisor_hostname'] for h in extra]
             taken.update(names)
             hunted[field] = {
@@ -210,68 +215,9 @@ def _hunt(session, requests, start, stop, window, hunt):
     return out, hunted
 
 
-@db_api.retry_on_deadlock
-def create_host_lease(db, lease_values, requests, events,
-                      cleaning_minutes=0, more=None, hunt=None):
-    """Record a lease with physical:host reservations, all or nothing.
-
-    :param db: a Database (the transaction is retried on deadlock).
-    :param lease_values: the lease columns (``start_date``,
-        ``end_date``... ; ``status`` PENDING).
-    :param requests: ``[(field, HostRequest)]``, ``field`` naming the
-        reservation in errors (``reservations[0]``).
-    :param events: the event rows (``periodic.events.lease_events``).
-    :param cleaning_minutes: kept free after the end on each host.
-    :param more: ``more(session, hosts)`` -> the lease's other
-        reservations (dicts for ``db.api.lease_create``, allocations
-        nested), booked in the same transaction; ``hosts``: the hosts
-        the host reservations took.
-    :param hunt: for a best-effort lease: ``hunt(session, field,
-        request, needed, taken)`` -> host rows of ``needed`` more hosts
-        (not among the hypervisor hostnames ``taken``), locked, whose
-        servers are to be migrated away; or it raises a 409. Called when
-        the free reservable hosts are not enough; the lease is then
-        recorded IN_PROGRESS and each reservation's properties name the
-        hosts it hunted (:data:`BEST_EFFORT`).
-    :returns: the lease dict (as ``db.api.lease_get``).
-    :raises NotEnoughHosts: (409) a request cannot get ``min`` hosts.
-    """
-    start, end = lease_values['start_date'], lease_values['end_date']
-    stop = booked_end(end, cleaning_minutes)
-    window = _window_text(start, end, cleaning_minutes)
-    with db.writer() as session:
-        hunted = {}
-        try:
-            picks = _allocate(session, requests, start, stop, window, ())
-        except NotEnoughHosts:
-            if hunt is None:
-                raise
-            picks, hunted = _hunt(session, requests, start, stop, window,
-                                  hunt)
-        if hunted:
-            lease_values = dict(lease_values,
-                                status=str(status.LeaseStatus.IN_PROGRESS))
-        reservations = []
-        for (field, request), (_f, chosen) in zip(requests, picks):
-            properties = request.properties()
-            if hunted.get(field):
-                properties[BEST_EFFORT] = hunted[field]
-            reservations.append({
-                'resource_type': RESOURCE_TYPE,
-                'status': 'pending',
-                'properties': properties,
-                'allocations': _allocation_rows(chosen, start, stop),
-            })
-        if more is not None:
-            reservations.extend(more(session, {
-                h['hypervisor_hostname'] for _f, chosen in picks
-                for h in chosen}))
-        return db_api.lease_create(session, lease_values, reservations,
-                                   events)
-
-
-def move_host_lease(session, lease, start, end, cleaning_minutes=0):
-    """Re-book the host reservations of ``lease`` for [start, end).
+def move_host_lease(session, lease, reservations, start, end,
+                    cleaning_minutes=0):
+    """Re-book the host ``reservations`` of ``lease`` for [start, end).
 
     Runs in the caller's writer ``session`` (which also updates the lease
     and its events). The hosts the lease holds are kept when they are
@@ -281,9 +227,7 @@ def move_host_lease(session, lease, start, end, cleaning_minutes=0):
     :raises NotEnoughHosts: (409) the caller's transaction must roll back.
     """
     stop = booked_end(end, cleaning_minutes)
-    window = _window_text(start, end, cleaning_minutes)
-    reservations = [r for r in lease['reservations']
-                    if r['resource_type'] == RESOURCE_TYPE]
+    window = window_text(start, end, cleaning_minutes)
     own = [r['id'] for r in reservations]
     current = {}
     for a in db_api.allocation_list(session, reservation_id=own):
@@ -307,18 +251,20 @@ def move_host_lease(session, lease, start, end, cleaning_minutes=0):
     requests = [('reservation %s' % r['id'],
                  host_request.HostRequest.from_properties(r['properties']))
                 for r in reservations]
-    picks = _allocate(session, requests, start, stop, window, own)
+    picks = allocate(session, requests, start, stop, window, own)
     for r, (_field, chosen) in zip(reservations, picks):
         db_api.allocation_destroy_by_reservation(session, r['id'])
-        for row in _allocation_rows(chosen, start, stop):
+        for row in allocation_rows(chosen, start, stop):
             db_api.allocation_create(session,
                                      dict(row, reservation_id=r['id']))
         result[r['id']] = sorted(h['hypervisor_hostname'] for h in chosen)
     return result
 
 
-def extend_host_lease(session, lease, new_end, cleaning_minutes=0):
-    """Move the end of a started host lease, keeping its hosts.
+def extend_host_lease(session, lease, reservations, new_end,
+                      cleaning_minutes=0):
+    """Move the end of the host ``reservations`` of a started lease,
+    keeping their hosts.
 
     Shortening always works; extending works only if every host of the
     lease is free until the new end (plus cleaning time).
@@ -328,8 +274,7 @@ def extend_host_lease(session, lease, new_end, cleaning_minutes=0):
     stop = booked_end(new_end, cleaning_minutes)
     own = {r['id'] for r in lease['reservations']}
     allocations = db_api.allocation_list(session, reservation_id=[
-        r['id'] for r in lease['reservations']
-        if r['resource_type'] == RESOURCE_TYPE])
+        r['id'] for r in reservations])
     names = sorted({a['host'] for a in allocations})
     db_api.lock_hosts(session, names)
     if new_end > lease['end_date']:
@@ -364,7 +309,7 @@ def update_host_reservation(session, reservation, request, start, end,
     :raises NotEnoughHosts: (409) the caller's transaction must roll back.
     """
     stop = booked_end(end, cleaning_minutes)
-    window = _window_text(start, end, cleaning_minutes)
+    window = window_text(start, end, cleaning_minutes)
     allocations = sorted(db_api.allocation_list(
         session, reservation_id=reservation['id']), key=lambda a: a['host'])
     names = sorted({a['host'] for a in allocations})
@@ -387,9 +332,9 @@ def update_host_reservation(session, reservation, request, start, end,
         more = dataclasses.replace(request,
                                    min=max(0, request.min - len(kept)),
                                    max=request.max - len(kept))
-        [(_f, chosen)] = _allocate(session, [(field, more)], start, stop,
-                                   window, ())
-        for row in _allocation_rows(chosen, start, stop):
+        [(_f, chosen)] = allocate(session, [(field, more)], start, stop,
+                                  window, ())
+        for row in allocation_rows(chosen, start, stop):
             db_api.allocation_create(session,
                                      dict(row, reservation_id=reservation[
                                          'id']))

@@ -62,11 +62,12 @@ from nova_lease.periodic import idle
 from nova_lease.plugins import base
 from nova_lease.plugins.host import allocation
 from nova_lease.plugins.instance import leases as instance_leases
+from nova_lease.plugins import types
 from nova_lease import status
 
 LOG = logging.getLogger(__name__)
 
-RESOURCE_TYPE = 'physical:host'
+RESOURCE_TYPE = types.HOST
 #: Metadata keys of a reservation's aggregate (read by LeaseFilter).
 META_RESERVATION = 'nova_lease_reservation_id'
 META_LEASE = 'nova_lease_lease_id'

@@ -17,7 +17,8 @@ database; none talks to Nova.
 
 Life of an instance lease created by a boot:
 
-1. :func:`create_instance_lease` (before Nova sees the request): a
+1. ``create_instance_lease`` (nova_lease.plugins.instance.rtype,
+   through the booking pipeline, before Nova sees the request): a
    PENDING lease with one ``virtual:instance`` reservation per server that
    may be created (``max_count``), not yet linked to a server
    (``resource_id`` NULL), its events, and, for a future start, the host
@@ -32,7 +33,7 @@ Life of an instance lease created by a boot:
    had to be deleted: the lease goes as if it never was.
 
 A boot for a future lease builds nothing:
-:func:`create_deferred_instance_lease` records the lease with a boot
+``create_deferred_instance_lease`` (rtype too) records the lease with a boot
 request per reservation (their servers are created at the start, see
 nova_lease.api_ext.deferred), and :func:`remove_deferred` removes a
 reservation whose server was not created yet (the ``DELETE`` of its
@@ -47,19 +48,17 @@ import datetime
 
 from oslo_log import log as logging
 from oslo_utils import timeutils
-from oslo_utils import uuidutils
 
 from nova_lease.db import api as db_api
 from nova_lease import exception
-from nova_lease import lease_types
-from nova_lease.periodic import events as lease_events
+from nova_lease.plugins import types
 from nova_lease.scheduler import admission
 from nova_lease.scheduler import inventory as nova_inventory
 from nova_lease import status
 
 LOG = logging.getLogger(__name__)
 
-RESOURCE_TYPE = 'virtual:instance'
+RESOURCE_TYPE = types.SERVER
 
 #: How long the start of a new lease waits for its servers to be linked.
 #: The link normally follows within milliseconds and releases the hold; a
@@ -102,139 +101,9 @@ def flavor_sizes(flavor):
             'disk_gb': int(get('root_gb')) + int(get('ephemeral_gb'))}
 
 
-def create_instance_lease(db, conf, params, project_id, user_id, flavor,
-                          count, flavor_id=None, default=False, now=None):
-    """Record a PENDING lease for ``count`` servers; return the lease dict.
-
-    :param db: the side Database.
-    :param conf: ConfigOpts with [nova_lease] (minutes_before_end_lease).
-    :param params: a :class:`nova_lease.params.LeaseParams`.
-    :param flavor: dict with vcpus, memory_mb, disk_gb (see
-        :func:`flavor_sizes`).
-    :param count: how many servers the request may create (max_count).
-    :param default: the lease is a ``default_lease`` one (recorded in the
-        reservations' properties).
-    :raises nova_lease.scheduler.admission.NoCapacity: (409) a future
-        lease does not fit.
-    """
-    now = now or timeutils.utcnow()
-    before_end = params.effective_before_end(
-        conf.nova_lease.minutes_before_end_lease)
-    lease_id = uuidutils.generate_uuid()
-    events = lease_events.lease_events(params.start, params.end, before_end)
-    hold_until = now + START_HOLD
-    for event in events:
-        # (Every event gets the key: one INSERT for all of them.)
-        event['next_attempt_at'] = None
-        if (event['event_type'] == status.EventType.START_LEASE and
-                event['time'] < hold_until):
-            event['next_attempt_at'] = hold_until
-    reservations = []
-    for index in range(count):
-        properties = dict(flavor, index=index)
-        if flavor_id is not None:
-            properties['flavor_id'] = str(flavor_id)
-        if default:
-            properties['default_lease'] = True
-        reservations.append({
-            'id': uuidutils.generate_uuid(),
-            'resource_type': RESOURCE_TYPE,
-            'resource_id': None,
-            'status': str(_R.PENDING),
-            'properties': properties,
-        })
-    lease_type, retries = lease_types.effective(
-        params, conf.nova_lease, field='lease_params.retries')
-    values = {
-        'id': lease_id, 'name': params.name, 'project_id': project_id,
-        'user_id': user_id, 'start_date': params.start,
-        'end_date': params.end, 'before_end_date': before_end,
-        'status': str(_L.PENDING), 'on_end': params.on_end,
-        'retries': retries, 'lease_type': lease_type,
-    }
-    # An immediate lease is admitted now, as a future one is: refused
-    # (409) when its servers do not fit, its capacity promised otherwise.
-    if params.start_now and lease_type != lease_types.IMMEDIATE:
-        # Nothing to admit: lease_create's own (Core) transaction.
-        lease = db_api.lease_create(db, values, reservations=reservations,
-                                    events=events)
-    else:
-        with db.writer() as session:
-            allocations = admission.allocate_instances(
-                session, conf, flavor, count, params.start, params.end)
-            rows = []
-            for reservation, allocation in zip(reservations,
-                                               allocations or ()):
-                rows.append(dict(allocation,
-                                 reservation_id=reservation['id']))
-            lease = db_api.lease_create(session, values,
-                                        reservations=reservations,
-                                        events=events, allocations=rows)
-    # (Not logged here: the boot path logs one line per leased boot, once
-    # its servers are linked, or when the lease is removed.)
-    return lease
-
-
 def created_at_start(reservation):
     """True for a reservation whose server is created at the start."""
     return bool((reservation.get('properties') or {}).get(CREATE_AT_START))
-
-
-def create_deferred_instance_lease(db, conf, params, project_id, user_id,
-                                   flavor, requests, flavor_id=None,
-                                   now=None):
-    """Record a PENDING future lease whose servers are created at its
-    start; return the lease dict.
-
-    One reservation per entry of ``requests`` (the boot request stored
-    for each server, see nova_lease.api_ext.deferred), with the
-    allocations admission control promised, the lease's events (the start
-    is not held: there is nothing to link), and the boot requests, in one
-    writer transaction. The reservations' properties carry
-    :data:`CREATE_AT_START`.
-
-    :raises nova_lease.scheduler.admission.NoCapacity: (409) it does not
-        fit.
-    """
-    before_end = params.effective_before_end(
-        conf.nova_lease.minutes_before_end_lease)
-    lease_id = uuidutils.generate_uuid()
-    events = lease_events.lease_events(params.start, params.end, before_end)
-    reservations = []
-    for index in range(len(requests)):
-        properties = dict(flavor, index=index)
-        properties[CREATE_AT_START] = True
-        if flavor_id is not None:
-            properties['flavor_id'] = str(flavor_id)
-        reservations.append({
-            'id': uuidutils.generate_uuid(),
-            'resource_type': RESOURCE_TYPE,
-            'resource_id': None,
-            'status': str(_R.PENDING),
-            'properties': properties,
-        })
-    lease_type, retries = lease_types.effective(
-        params, conf.nova_lease, field='lease_params.retries')
-    values = {
-        'id': lease_id, 'name': params.name, 'project_id': project_id,
-        'user_id': user_id, 'start_date': params.start,
-        'end_date': params.end, 'before_end_date': before_end,
-        'status': str(_L.PENDING), 'on_end': params.on_end,
-        'retries': retries, 'lease_type': lease_type,
-    }
-    with db.writer() as session:
-        allocations = admission.allocate_instances(
-            session, conf, flavor, len(requests), params.start, params.end)
-        rows = [dict(allocation, reservation_id=reservation['id'])
-                for reservation, allocation in zip(reservations,
-                                                   allocations or ())]
-        lease = db_api.lease_create(session, values,
-                                    reservations=reservations,
-                                    events=events, allocations=rows)
-        db_api.boot_requests_create(session, {
-            reservation['id']: request
-            for reservation, request in zip(reservations, requests)})
-    return lease
 
 
 class ServerAlreadyCreated(exception.Conflict):
@@ -431,9 +300,9 @@ def instance_deleted(db, server_id, now=None):
     return ended
 
 
-def move_instance_lease(session, conf, lease, start, end, now,
+def move_instance_lease(session, conf, lease, reservations, start, end, now,
                         inventory=None):
-    """Re-admit the instance reservations of ``lease`` for [start, end).
+    """Re-admit the VM ``reservations`` of ``lease`` for [start, end).
 
     In the caller's writer ``session`` (which also updates the lease and
     its events):
@@ -450,9 +319,8 @@ def move_instance_lease(session, conf, lease, start, end, now,
     :raises nova_lease.scheduler.admission.NoCapacity: (409) it does not
         fit; the caller's transaction must roll back.
     """
-    own = [r for r in lease['reservations']
-           if r['resource_type'] == RESOURCE_TYPE and
-           r['status'] in (str(_R.PENDING), str(_R.ACTIVE))]
+    own = [r for r in reservations
+           if r['status'] in (str(_R.PENDING), str(_R.ACTIVE))]
     if not own:
         return
     allocations = db_api.allocation_list(

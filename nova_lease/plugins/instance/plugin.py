@@ -50,10 +50,11 @@ from oslo_log import log as logging
 from nova_lease import compute
 from nova_lease.plugins import base
 from nova_lease.plugins.instance import leases
+from nova_lease.plugins import types
 
 LOG = logging.getLogger(__name__)
 
-RESOURCE_TYPE = 'virtual:instance'
+RESOURCE_TYPE = types.SERVER
 RESERVED_TAG = 'reserved'
 METADATA_STATUS = 'lease_status'
 

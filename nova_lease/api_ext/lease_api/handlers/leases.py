@@ -14,32 +14,30 @@
 Bodies and query strings are validated against
 :mod:`..schemas.leases` by the router before a handler runs; the rules
 that need more than their shape (dates, durations, host requests) are
-:mod:`nova_lease.params`', :mod:`nova_lease.plugins.host.request`' and
-:mod:`..lease_updates`'.
+:mod:`nova_lease.params`', each reservation type's
+(nova_lease.plugins.types) and :mod:`..lease_updates`'. Every change of
+what a lease holds goes through the booking pipeline
+(nova_lease.booking).
 """
+
+import functools
 
 from oslo_log import log as logging
 from oslo_utils import strutils
-from oslo_utils import uuidutils
 
 from nova_lease.api_ext import best_effort
 from nova_lease.api_ext import deferred_start
 from nova_lease.api_ext.lease_api import blazar_words
 from nova_lease.api_ext.lease_api import common
 from nova_lease.api_ext.lease_api import lease_updates
-from nova_lease.api_ext.lease_api import reservation_updates
 from nova_lease.api_ext.lease_api import views
-from nova_lease.api_ext import nova_flavors
+from nova_lease.booking import pipeline
 from nova_lease.db import api as db_api
-from nova_lease import enforcement
 from nova_lease import lease_types
 from nova_lease import params as lease_params
 from nova_lease.periodic import events as lease_events
-from nova_lease.plugins import flavor as flavor_plugin
-from nova_lease.plugins.flavor import allocation as slot_allocation
-from nova_lease.plugins.flavor import request as slot_request
 from nova_lease.plugins.host import allocation as host_allocation
-from nova_lease.plugins.host import request as host_request
+from nova_lease.plugins import types
 from nova_lease.policies import lease as lease_policies
 from nova_lease import policy
 from nova_lease import status
@@ -99,62 +97,34 @@ def show_lease(req, ctx, lease_id):
     return 200, {'lease': views.format_lease(lease)}
 
 
-def _requests(ctx, raw_reservations):
-    """``(host requests, instance slot requests)``: ``[(field, request)]``.
+def _items(caller, raw_reservations):
+    """The pipeline's items of a lease body's reservations (each parsed
+    by its type).
     """
-    hosts, slots = [], []
-    region = common.region_name()
+    items = []
     for i, raw in enumerate(raw_reservations):
         field = 'reservations[%d]' % i
-        rtype = raw['resource_type']
-        if rtype == host_allocation.RESOURCE_TYPE:
-            hosts.append((field, host_request.parse_host_request(
-                raw, field, region)))
-        elif rtype in flavor_plugin.API_TYPES:
-            slots.append((field, slot_request.parse_slot_request(
-                raw, field, lambda fid, name: nova_flavors.find_flavor(
-                    ctx, fid, name))))
-        else:
+        kind = types.for_api(raw['resource_type'])
+        if kind is None:
+            names = types.api_names()
             raise lease_params.LeaseParamError(
                 field + '.resource_type', 'choice',
-                "'%s.resource_type' (%s) is not supported: use "
-                "physical:host, virtual:instance or flavor:instance"
-                % (field, rtype))
-    return hosts, slots
-
-
-def _make_flavors(ctx, slots):
-    """The Nova flavor and server group of each instance reservation:
-    ``[(field, request, reservation id, server group id)]``.
-    """
-    made = []
-    try:
-        for field, request in slots:
-            rid = uuidutils.generate_uuid()
-            group_id = nova_flavors.make(ctx, rid, request)
-            made.append((field, request, rid, group_id))
-    except Exception:
-        _discard_flavors(ctx, made)
-        raise
-    return made
-
-
-def _discard_flavors(ctx, made):
-    for _field, _request, rid, group_id in made:
-        try:
-            nova_flavors.discard(ctx, rid, group_id)
-        except Exception:
-            LOG.exception('Could not remove the flavor and server group of '
-                          'refused reservation %s', rid)
+                "'%s.resource_type' (%s) is not supported: use %s or %s"
+                % (field, raw['resource_type'], ', '.join(names[:-1]),
+                   names[-1]))
+        items.append(pipeline.Item(field, kind,
+                                   kind.parse(raw, field, caller)))
+    return items
 
 
 def create_lease(req, ctx, body):
     """POST /leases: a Blazar v1 lease body.
 
-    Host reservations get their hosts at once (all or nothing), instance
-    reservations their slots, a private flavor and a server group; the
-    events are recorded with the lease, in the same transaction. A lease
-    that is refused leaves nothing behind.
+    Through the booking pipeline (nova_lease.booking): host reservations
+    get their hosts at once (all or nothing), instance reservations their
+    slots, a private flavor and a server group; the usage limits are
+    checked; the events are recorded with the lease, in the same
+    transaction. A lease that is refused leaves nothing behind.
     """
     policy.authorize(ctx, lease_policies.CREATE,
                      {'project_id': ctx.project_id, 'user_id': ctx.user_id})
@@ -165,19 +135,13 @@ def create_lease(req, ctx, body):
             body, now, common.max_duration())
     except lease_params.LeaseParamError as e:
         raise blazar_words.in_blazar_words(e, body) from None
-    requests, slots = _requests(ctx, raw_reservations)
-    db = common.db()
-    # Usage limits ([nova_lease_enforcement]): 403 naming them.
-    enforcement.check_host_lease(
-        common.CONF, db, ctx.project_id, params.start, params.end,
-        sum(r.max for _f, r in requests), now,
-        instances={key: sum(getattr(r, key) * r.amount for _f, r in slots)
-                   for key in ('vcpus', 'memory_mb', 'disk_gb')})
+    caller = common.caller(ctx)
+    items = _items(caller, raw_reservations)
     before_end = params.effective_before_end(opts.minutes_before_end_lease)
     lease_type, retries = lease_types.effective(params, opts)
     hunt = None
     if lease_type == lease_types.BEST_EFFORT:
-        if slots or not requests:
+        if not items or not all(i.type.best_effort for i in items):
             raise lease_params.LeaseParamError(
                 'lease_type', 'unsupported', "'lease_type': best_effort "
                 "applies to host reservations (physical:host) only")
@@ -191,28 +155,10 @@ def create_lease(req, ctx, body):
         'status': str(_L.PENDING), 'on_end': params.on_end,
         'retries': retries, 'lease_type': lease_type,
     }
-    events = lease_events.lease_events(params.start, params.end, before_end)
-    made = _make_flavors(ctx, slots)
-
-    def book_slots(session, busy_hosts):
-        booked = slot_allocation.pick_slots(
-            session, [(f, r) for f, r, _rid, _g in made], params.start,
-            params.end, now, busy_hosts,
-            sizes=slot_allocation.capacities(common.CONF))
-        return [{'id': rid, 'resource_type': flavor_plugin.RESOURCE_TYPE,
-                 'status': 'pending',
-                 'properties': request.properties(rid, group_id),
-                 'allocations': allocations}
-                for (_f, request, rid, group_id), allocations in zip(
-                    made, booked)]
-
-    try:
-        lease = host_allocation.create_host_lease(
-            db, values, requests, events, opts.cleaning_time,
-            more=book_slots if made else None, hunt=hunt)
-    except Exception:
-        _discard_flavors(ctx, made)
-        raise
+    lease = pipeline.create(common.db(), pipeline.Booking(
+        conf=common.CONF, values=values, items=items, now=now, hunt=hunt,
+        events=lease_events.lease_events(params.start, params.end,
+                                         before_end)), caller)
     LOG.info('Lease %(id)s (%(name)s) created for project %(project)s: '
              '%(start)s to %(end)s',
              {'id': lease['id'], 'name': lease['name'],
@@ -223,33 +169,42 @@ def create_lease(req, ctx, body):
     return 201, {'lease': views.format_lease(lease)}
 
 
+_DATES = ('start_date', 'end_date', 'before_end_date')
+
+
 def update_lease(req, ctx, lease_id, body):
     """PUT /leases/{id}: rename; move/resize the window; change the
-    reservations (Blazar's rules).
+    reservations (Blazar's rules), through the booking pipeline.
 
     Before the start the window may move (the hosts are kept when free,
     else chosen again, else 409); after the start the start is frozen and
     the end may be shortened down to now or extended while the same hosts
-    stay free. Reservations change as :mod:`..reservation_updates` says.
-    An invalid update changes nothing.
+    stay free. Reservations change as their types say
+    (nova_lease.plugins.types). An invalid update changes nothing.
     """
-    lease = _get_visible_lease(ctx, lease_id, lease_policies.UPDATE)
+    _get_visible_lease(ctx, lease_id, lease_policies.UPDATE)
     lease_updates.check_update_body(body)
+    now = common.now()
+    window = None
+    if any(body.get(k) is not None for k in _DATES):
+        window = functools.partial(lease_updates.new_window, body=body,
+                                   now=now)
     try:
-        lease, changes = lease_updates.update_lease(common.db(), lease,
-                                                    body, common.now())
+        lease, updates = pipeline.change(
+            common.db(), common.CONF, lease_id, now, name=body.get('name'),
+            window=window, items=body.get('reservations'))
     except db_api.StatusConflict as e:
-        raise lease_updates.LeaseBusy(lease_id=lease_id, status=e.actual,
-                                      action='this update',
-                                      hint='; retry in a moment')
-    if changes:
-        reservation_updates.after_commit(ctx, lease, changes)
+        raise pipeline.LeaseBusy(lease_id=lease_id, status=e.actual,
+                                 action='this update',
+                                 hint='; retry in a moment')
+    if updates:
+        pipeline.after_change(common.caller(ctx), lease, updates)
     _wake_engines()
     return 200, {'lease': views.format_lease(lease)}
 
 
 def delete_lease(req, ctx, lease_id):
-    """DELETE /leases/{id}.
+    """DELETE /leases/{id}, through the booking pipeline.
 
     A lease that holds nothing yet (pending host lease) or nothing any
     more (TERMINATED) is removed. A started one ends now: the engine
@@ -258,12 +213,12 @@ def delete_lease(req, ctx, lease_id):
     """
     _get_visible_lease(ctx, lease_id, lease_policies.DELETE)
     try:
-        done = lease_updates.delete_lease(common.db(), lease_id,
-                                          common.now())
+        done = pipeline.delete(common.db(), common.CONF, lease_id,
+                               common.now())
     except db_api.StatusConflict as e:
-        raise lease_updates.LeaseBusy(lease_id=lease_id, status=e.actual,
-                                      action='deleting it',
-                                      hint='; retry in a moment')
+        raise pipeline.LeaseBusy(lease_id=lease_id, status=e.actual,
+                                 action='deleting it',
+                                 hint='; retry in a moment')
     if done == 'ending':
         _wake_engines()
     return 204, None
