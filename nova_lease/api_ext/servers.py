@@ -82,6 +82,21 @@ class FlavorNotFound(exception.Invalid):
                "be found.")
 
 
+def _book(create, *args, **kwargs):
+    """The lease ``create`` books (the booking pipeline), or the fault
+    (Nova's format) of its refusal: 403 over a usage limit, 409 when it
+    does not fit, 400 for bad input.
+    """
+    try:
+        return create(*args, **kwargs)
+    except enforcement.LimitExceeded as e:
+        return _fault(webob.exc.HTTPForbidden, str(e))
+    except admission.NoCapacity as e:
+        return _fault(webob.exc.HTTPConflict, str(e))
+    except exception.Invalid as e:
+        return _fault(webob.exc.HTTPBadRequest, str(e))
+
+
 def _fault(exc_class, message):
     from nova.api.openstack import wsgi as os_wsgi
     return os_wsgi.Fault(exc_class(explanation=message))
@@ -244,16 +259,12 @@ class ServerCreate(object):
                 FlavorNotFound(flavor_id=flavor_id)))
         requests, password = deferred.boot_requests(req, ctx, body, count,
                                                     flavor)
-        try:
-            lease = instance_rtype.create_deferred_instance_lease(
-                self.db, self.conf, request.params, ctx.project_id,
-                ctx.user_id, sizes, requests, flavor_id=flavor_id, now=now)
-        except enforcement.LimitExceeded as e:
-            return _fault(webob.exc.HTTPForbidden, str(e))
-        except admission.NoCapacity as e:
-            return _fault(webob.exc.HTTPConflict, str(e))
-        except exception.Invalid as e:
-            return _fault(webob.exc.HTTPBadRequest, str(e))
+        lease = _book(instance_rtype.create_deferred_instance_lease,
+                      self.db, self.conf, request.params, ctx.project_id,
+                      ctx.user_id, sizes, requests, flavor_id=flavor_id,
+                      now=now)
+        if not isinstance(lease, dict):     # refused: its fault
+            return lease
         LOG.info('Lease %(lease)s (%(name)s) of project %(project)s, '
                  '%(start)s to %(end)s: %(count)d server(s) created at its '
                  'start (reservations %(ids)s)',
@@ -296,17 +307,12 @@ class ServerCreate(object):
 
     def _boot(self, req, ctx, body, server, request, flavor_id, flavor,
               count, now):
-        try:
-            lease = instance_rtype.create_instance_lease(
-                self.db, self.conf, request.params, ctx.project_id,
-                ctx.user_id, flavor, count, flavor_id=flavor_id,
-                default=request.default, now=now)
-        except enforcement.LimitExceeded as e:
-            return _fault(webob.exc.HTTPForbidden, str(e))
-        except admission.NoCapacity as e:
-            return _fault(webob.exc.HTTPConflict, str(e))
-        except exception.Invalid as e:
-            return _fault(webob.exc.HTTPBadRequest, str(e))
+        lease = _book(instance_rtype.create_instance_lease, self.db,
+                      self.conf, request.params, ctx.project_id, ctx.user_id,
+                      flavor, count, flavor_id=flavor_id,
+                      default=request.default, now=now)
+        if not isinstance(lease, dict):     # refused: its fault
+            return lease
         lease_id = lease['id']
         metadata = server.get('metadata')
         if not isinstance(metadata, dict):

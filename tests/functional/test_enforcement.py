@@ -36,11 +36,8 @@ def _date(when):
     return when.strftime('%Y-%m-%d %H:%M')
 
 
-class EnforcementTest(test_lease_api.LeaseAPIMixin,
-                      base.LeaseFunctionalBase):
+class _LimitsMixin(test_lease_api.LeaseAPIMixin):
 
-    # host3 is registered for host leases before anything runs (a host
-    # that runs servers or holds instance allocations cannot be).
     COMPUTES = {'host1': (8, 16384, 200), 'host2': (8, 16384, 200),
                 'host3': (8, 16384, 200)}
     CLOCK_START = datetime.datetime(2030, 1, 1, 12, 0, 0)
@@ -52,6 +49,12 @@ class EnforcementTest(test_lease_api.LeaseAPIMixin,
 
     def _limit(self, **options):
         self.flags(group='nova_lease_enforcement', **options)
+
+
+class EnforcementTest(_LimitsMixin, base.LeaseFunctionalBase):
+
+    # host3 is registered for host leases before anything runs (a host
+    # that runs servers or holds instance allocations cannot be).
 
     def _boot_leased(self, start, end, api=None, count=1, status=202,
                      flavor='1'):
@@ -249,28 +252,15 @@ class EnforcementTest(test_lease_api.LeaseAPIMixin,
         self.assertEqual(1, self._leases())
 
 
-class ChangeEnforcementTest(test_lease_api.LeaseAPIMixin,
-                            base.LeaseFunctionalBase):
+class ChangeEnforcementTest(_LimitsMixin, base.LeaseFunctionalBase):
     """Every change of what a project holds is checked against every
     limit: reservation updates (E1) and date changes (E2), not only
     creation.
     """
 
-    COMPUTES = {'host1': (8, 16384, 200), 'host2': (8, 16384, 200),
-                'host3': (8, 16384, 200)}
-    CLOCK_START = datetime.datetime(2030, 1, 1, 12, 0, 0)
-
-    def setUp(self):
-        super().setUp()
-        self.db = db_api.get_database(base.CONF)
-        self.T = self.clock.now
-
     def _register_all(self):
         for host in self.COMPUTES:
             self._register(host)
-
-    def _limit(self, **options):
-        self.flags(group='nova_lease_enforcement', **options)
 
     def _put(self, lease_id, body, status):
         return self.api.api_put(PREFIX + '/leases/%s' % lease_id, body,
