@@ -355,6 +355,34 @@ class CapacityTest(test_host_reservation.HostLeaseMixin,
         body = self._get(step='3m', end=(now + 100 * HOUR).strftime(iso))
         self.assertEqual(2000, len(body['capacity']['steps']))
 
+    def test_dates_at_the_end_of_time_are_a_400(self):
+        # A date the parser takes (years up to 9999) from which the
+        # default window, or a step, runs past the last date Python has:
+        # a 400 naming the field, never a 500.
+        def refused(path, field, **query):
+            url = PREFIX + path + '?' + '&'.join(
+                '%s=%s' % kv for kv in sorted(query.items()))
+            body = self.admin_api.api_get(
+                url, check_response_status=[400]).body
+            self.assertIn("'%s'" % field, json.dumps(body), body)
+
+        late = '9999-12-31T23:00Z'
+        refused('/capacity', 'start', start=late)
+        refused('/capacity', 'start', start=late, step='1h')
+        refused('/os-hosts/idle', 'start', start=late)
+        refused('/os-hosts/idle', 'start', start=late, min_hours='999999')
+        # Given an end, the same start is a window like any other.
+        body = self._get(start=late, end='9999-12-31T23:59Z', step='1h')
+        self.assertEqual(1, len(body['capacity']['steps']))
+        body = self.admin_api.api_get(
+            PREFIX + '/os-hosts/idle?start=%s&end=9999-12-31T23:59Z'
+            % late).body
+        self.assertEqual('9999-12-31T23:00:00.000000', body['start'])
+        # The command names its own option.
+        code, out, err = self._manage('--start', '9999-12-31 23:00')
+        self.assertEqual(2, code, err)
+        self.assertIn('--start', err)
+
     # -- nova-lease-manage capacity ------------------------------------------
 
     def _manage(self, *args):

@@ -59,7 +59,8 @@ def parse_query(get, now):
         lease_params.parse_datetime(start, 'start')
     end = get.get('end')
     if end in (None, ''):
-        end = start + lease_capacity.core.DEFAULT_WINDOW
+        end = lease_params.later(start, lease_capacity.core.DEFAULT_WINDOW,
+                                 'start', "the default window (no 'end')")
     else:
         end = lease_params.parse_datetime(end, 'end')
     step = get.get('step') or lease_capacity.core.DEFAULT_STEP
