@@ -325,6 +325,49 @@ class CapacityTest(test_host_reservation.HostLeaseMixin,
         self.set_policy({'nova_lease:capacity:project': 'rule:admin_api'})
         self._get(api=self.api, status=403)
 
+    def _zone(self, name, *hosts):
+        agg = self.admin_api.api_post('/os-aggregates', {'aggregate': {
+            'name': name, 'availability_zone': name}}).body['aggregate']
+        for host in hosts:
+            self.admin_api.api_post('/os-aggregates/%s/action' % agg['id'],
+                                    {'add_host': {'host': host}})
+
+    def test_member_cannot_narrow_the_view_to_a_few_hosts(self):
+        # host3 alone in a zone: through it, a member would see exactly
+        # when another project holds that host (its free capacity drops
+        # by a whole host's). Below [nova_lease] capacity_member_min_hosts
+        # hosts, a zone is the admin's; so is the other zone when what it
+        # leaves out is below it (the difference with the unfiltered view
+        # would show host3 alone).
+        self.flags(capacity_member_min_hosts=2, group='nova_lease')
+        self._register('host3')
+        self._zone('small', 'host3')
+        theirs = self._create(self._lease_body(
+            self._at(hours=1), self._at(hours=2), name='theirs'),
+            api=self._other_api())
+        self.assertEqual(['host3'], self._hosts_of(theirs))
+        for zone in ('small', 'nova'):
+            body = self._get(api=self.api, status=403,
+                             availability_zone=zone)
+            text = json.dumps(body)
+            self.assertIn('availability_zone', text)
+            self.assertIn('capacity_member_min_hosts', text)
+            self.assertNotIn('host3', text)
+        # The whole cloud is not narrowed: the member's view as before.
+        self.assertEqual(3, self._get(api=self.api)['capacity']['hosts'])
+        # The admin's view is unchanged: the zone alone, held from 11:00.
+        small = self._get(availability_zone='small')['capacity']
+        self.assertEqual(1, small['hosts'])
+        self.assertEqual([1, 0, 1], [s['hosts']['free']
+                                     for s in small['steps'][:3]])
+        self.assertEqual(2, self._get(availability_zone='nova')[
+            'capacity']['hosts'])
+        # An operator who allows single hosts gives members every zone.
+        self.flags(capacity_member_min_hosts=1, group='nova_lease')
+        small = self._get(api=self.api, availability_zone='small')[
+            'capacity']
+        self.assertEqual((1, 'project'), (small['hosts'], small['view']))
+
     def test_bad_input_names_the_field(self):
         now = self.clock.now
 

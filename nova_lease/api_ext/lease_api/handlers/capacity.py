@@ -37,6 +37,10 @@ from nova_lease.scheduler import view
 SNAPSHOT_WAIT = 60.0
 
 
+class MemberViewTooNarrow(exception.Forbidden):
+    msg_fmt = '%(reason)s'
+
+
 class CalendarNotReady(exception.NovaLeaseException):
     code = 503
     msg_fmt = ('the lease calendar is still being read; retry in a '
@@ -138,7 +142,11 @@ def show_capacity(req, ctx):
             snap, hosts, start, end, step, now,
             lease_names=lambda ids: db_api.lease_names(db, ids),
             project_id=None if everything else ctx.project_id,
-            detail=detail, **filters)
+            detail=detail,
+            member_min_hosts=conf.nova_lease.capacity_member_min_hosts,
+            **filters)
+    except lease_capacity.core.NarrowView as e:
+        raise MemberViewTooNarrow(reason=e.message)
     except lease_capacity.CapacityError as e:
         raise _error(e.field, e.message)
     return 200, body
