@@ -29,11 +29,17 @@ import io
 import json
 import math
 import os
+import threading
+import time
 from unittest import mock
+
+import fixtures
 
 from oslo_serialization import jsonutils
 
+from nova_lease.api_ext.lease_api.handlers import capacity as handler
 from nova_lease.cmd import manage
+from nova_lease.scheduler import snapshot_cache
 from tests.functional import base
 from tests.functional import test_host_reservation
 from tests.functional import test_lease_api
@@ -367,6 +373,81 @@ class CapacityTest(test_host_reservation.HostLeaseMixin,
         small = self._get(api=self.api, availability_zone='small')[
             'capacity']
         self.assertEqual((1, 'project'), (small['hosts'], small['view']))
+
+    # -- what a member's request may cost nova-api (S6) -----------------------
+
+    def test_member_never_waits_for_the_first_calendar_read(self):
+        # Right after nova-api starts, the calendar is read in full in the
+        # background (here: until the test lets it finish). A member's
+        # request waits for it a few seconds, not a minute (an API worker
+        # held per request): then a 503, with Retry-After. An admin's
+        # waits, as tools expect.
+        self.useFixture(fixtures.MockPatchObject(handler, 'MEMBER_WAIT',
+                                                 1.0))
+        snapshot_cache.CACHE.invalidate()
+        self.addCleanup(snapshot_cache.CACHE.invalidate)
+        go = threading.Event()
+        real = snapshot_cache.snapshot_reads.load
+
+        def slow_load(*args, **kwargs):
+            go.wait(120)
+            return real(*args, **kwargs)
+
+        self.useFixture(fixtures.MockPatchObject(
+            snapshot_cache.snapshot_reads, 'load', slow_load))
+        started = time.monotonic()
+        resp = self.api.api_get(self._url(), check_response_status=[503])
+        self.assertLess(time.monotonic() - started, 10)
+        self.assertIn('retry', resp.body['error_message'])
+        self.assertTrue(resp.headers.get('Retry-After'))
+        threading.Timer(1.0, go.set).start()
+        self.assertEqual('all', self._get()['capacity']['view'])
+        self.assertEqual('project', self._get(api=self.api)['capacity'][
+            'view'])
+
+    def test_members_compute_one_at_a_time(self):
+        # Members' figures are computed one request at a time in a
+        # nova-api process (each costs CPU time in proportion to hosts x
+        # steps): a second one waits its turn a few seconds, then gets a
+        # 503; an admin's is not held back.
+        self._get(api=self.api)       # the calendar read once
+        entered, release = threading.Event(), threading.Event()
+        real = handler.lease_capacity.report
+        calls = []
+
+        def slow_report(*args, **kwargs):
+            calls.append(kwargs.get('project_id'))
+            if len(calls) == 1:
+                entered.set()
+                release.wait(60)
+            return real(*args, **kwargs)
+
+        self.useFixture(fixtures.MockPatchObject(
+            handler.lease_capacity, 'report', slow_report))
+        self.useFixture(fixtures.MockPatchObject(handler, 'MEMBER_WAIT',
+                                                 1.0))
+        first = {}
+
+        def member():
+            first['body'] = self._get(api=self.api)
+
+        runner = threading.Thread(target=member, daemon=True)
+        runner.start()
+        self.addCleanup(runner.join, 60)
+        self.addCleanup(release.set)
+        self.assertTrue(entered.wait(30))
+        started = time.monotonic()
+        resp = self.api.api_get(self._url(), check_response_status=[503])
+        self.assertLess(time.monotonic() - started, 10)
+        self.assertIn('retry', resp.body['error_message'])
+        self.assertTrue(resp.headers.get('Retry-After'))
+        self.assertEqual('all', self._get()['capacity']['view'])
+        release.set()
+        runner.join(60)
+        self.assertEqual('project', first['body']['capacity']['view'])
+        # Its turn over, the next member is served.
+        self.assertEqual('project', self._get(api=self.api)['capacity'][
+            'view'])
 
     def test_bad_input_names_the_field(self):
         now = self.clock.now
