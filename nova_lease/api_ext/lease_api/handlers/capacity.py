@@ -150,9 +150,9 @@ def show_capacity(req, ctx):
     except lease_capacity.CapacityError as e:
         raise _error(e.field, e.message)
     conf = common.CONF
-    # A member's request never holds an API worker for the first full
-    # read, nor beside another member's computation: its cost (Nova's
-    # facts, then hosts x steps of figures) is for one at a time.
+    # A member's request holds an API worker at most MEMBER_WAIT seconds
+    # for the first full read and for its turn: its cost (Nova's facts,
+    # then hosts x steps of figures) is paid for one member at a time.
     deadline = time.monotonic() + MEMBER_WAIT
     snap = view.get_snapshot(now, conf, wait=SNAPSHOT_WAIT if everything
                              else MEMBER_WAIT)
