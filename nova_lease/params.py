@@ -339,6 +339,21 @@ def parse_duration(value, field, allow_zero=False):
     return datetime.timedelta(seconds=seconds)
 
 
+def later(dt, delta, field, what='the window'):
+    """``dt + delta``, or a LeaseParamError naming ``field`` (the date's)
+    when that falls after the last date there is (the end of the year
+    9999): a date the parser takes may leave no room for a default span
+    after it.
+    """
+    try:
+        return dt + delta
+    except OverflowError:
+        raise _error(field, 'range', "'%s' (%s): %s of %s from it ends "
+                     "after the year 9999; take an earlier '%s'", field,
+                     format_short(dt), what, format_duration(delta),
+                     field) from None
+
+
 @dataclasses.dataclass(frozen=True)
 class LeaseParams:
     """A valid lease request. ``before_end`` is only an explicit one."""

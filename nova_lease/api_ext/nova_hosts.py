@@ -242,9 +242,13 @@ def servers_on_host(ctx, service_host):
                   key=lambda s: s['id'])
 
 
-def servers_to_move(ctx, service_host):
+def servers_to_move(ctx, service_host, node=None):
     """The servers of a compute service host, as :class:`hunt.Server` s
     (with their Nova status, task state and flavor's size), by id.
+
+    ``node``: only those of that compute node (hypervisor hostname): a
+    service runs several with Ironic or vCenter, and a hunt that takes
+    one has only that one's servers to move.
 
     :raises CellUnavailable: (409) the cell database did not answer.
     """
@@ -253,5 +257,6 @@ def servers_to_move(ctx, service_host):
         api_common.status_from_state(inst.vm_state, inst.task_state),
         inst.task_state, inst.flavor.vcpus, inst.flavor.memory_mb,
         inst.flavor.root_gb + inst.flavor.ephemeral_gb)
-        for inst in _instances_on_host(ctx, service_host, ['flavor'])),
+        for inst in _instances_on_host(ctx, service_host, ['flavor'])
+        if node is None or inst.node == node),
         key=lambda s: s.id)

@@ -49,6 +49,15 @@ danger (DESIGN "Guarantees" 1 and 2):
 ``stuck_event`` / ``overdue_event``
     An event ``IN_PROGRESS`` longer than the engines' claim timeout, or
     ``UNDONE`` past its time by more than the grace: no engine acts.
+``host_service``
+    A host under a started promise (an allocation of an ``ACTIVE`` lease
+    that holds now: a host lease's host, an instance reservation's slot
+    host, a VM lease's host; the host of a VM lease's running server) or
+    an imminent one (an allocation of a live lease that starts within
+    ``imminent`` seconds) whose nova-compute service is down, forced
+    down, disabled or missing. The idle action's disabling (its reason
+    starts with ``idle_reason_prefix``) is by design until just before a
+    promise, so a finding only under a started one.
 """
 
 import collections
@@ -129,7 +138,11 @@ class CloudState:
       ``reservation`` boot hint when the reader looked it up);
     * ``aggregates``: aggregate dicts (``name``, ``hosts`` compute service
       hosts, ``metadata``);
-    * ``providers``: {hypervisor hostname: :class:`Provider`}.
+    * ``providers``: {hypervisor hostname: :class:`Provider`};
+    * ``services``: nova-compute service dicts (``host``, ``status``,
+      ``state``, ``forced_down``, ``disabled_reason``), None when not
+      read (no ``host_service`` check then);
+    * ``hypervisors``: {hypervisor hostname: compute service host}.
     """
 
     now: datetime.datetime
@@ -142,6 +155,12 @@ class CloudState:
     freepool: str = 'freepool'
     claim_timeout: float = 900.0
     overdue_grace: float = 60.0
+    services: typing.Optional[list] = None
+    hypervisors: dict = dataclasses.field(default_factory=dict)
+    #: Seconds ahead within which a promise's host must be up and enabled.
+    imminent: float = 3600.0
+    #: The start of the disabled reason the engine's idle action writes.
+    idle_reason_prefix: typing.Optional[str] = None
 
 
 # -- helpers -----------------------------------------------------------------
@@ -577,8 +596,100 @@ def check_broken(state, index=None):
             if lease['status'] == _L.ERROR and _admitted(lease)]
 
 
+def _promised_nodes(index):
+    """{node: {lease id: (lease, started, start)}} of the hosts under a
+    started or imminent promise (see ``host_service``): an allocation
+    of a live lease that holds within ``imminent`` from now (started: of
+    an ACTIVE lease, holding now), the host of a live lease's running
+    server (started).
+    """
+    state = index.state
+    soon = state.now + datetime.timedelta(seconds=state.imminent)
+    out = collections.defaultdict(dict)
+    for allocation in state.allocations:
+        found = index.reservations.get(allocation['reservation_id'])
+        if (found is None or found[0]['status'] not in LIVE or
+                found[1]['status'] not in _LIVE_RESERVATIONS or
+                allocation['end_date'] <= state.now or
+                allocation['start_date'] >= soon):
+            continue
+        lease = found[0]
+        started = (lease['status'] == _L.ACTIVE and
+                   allocation['start_date'] <= state.now)
+        held = out[allocation['host']].get(lease['id'])
+        if held is None or (started and not held[1]):
+            out[allocation['host']][lease['id']] = (
+                lease, started, allocation['start_date'])
+    # A VM lease's running server: its promise holds now (whether the
+    # engine has recorded the start yet or not).
+    for server_id, (lease, _reservation) in index.links.items():
+        server = index.servers.get(server_id)
+        if server is None or server.get('status') in NOT_ON_HOST:
+            continue
+        node = server.get('node') or index.node(server.get('host'))
+        if node:
+            out[node][lease['id']] = (lease, True, lease['start_date'])
+    return out
+
+
+def _service_problems(service, started, idle_prefix):
+    """What is wrong with a promised host's nova-compute ``service``."""
+    if service is None:
+        return ['without a nova-compute service']
+    problems = []
+    if service.get('forced_down'):
+        problems.append('forced down')
+    elif service.get('state') == 'down':
+        problems.append('down')
+    if service.get('status') == 'disabled':
+        reason = service.get('disabled_reason') or ''
+        idle = bool(idle_prefix) and reason.startswith(idle_prefix)
+        if started or not idle:
+            problems.append('disabled (%s)' % (reason or 'no reason'))
+    return problems
+
+
+def check_services(state, index=None):
+    """Hosts under a started or imminent promise whose nova-compute is
+    down, forced down, disabled or gone (``host_service``).
+    """
+    if state.services is None:
+        return []
+    index = index or _Index(state)
+    services = {s.get('host'): s for s in state.services}
+    service_of = {node: index_host for index_host, node in
+                  index.node_of.items()}
+    service_of.update(state.hypervisors)
+    findings = []
+    for node, held in sorted(_promised_nodes(index).items()):
+        service_host = service_of.get(node, node)
+        service = services.get(service_host)
+        started = any(s for _lease, s, _start in held.values())
+        problems = _service_problems(service, started,
+                                     state.idle_reason_prefix)
+        if not problems:
+            continue
+        promises = sorted(held.values(), key=lambda h: (h[2], h[0]['id']))
+        findings.append(Finding(
+            'host_service', node,
+            'host %s (nova-compute on %s) is %s, under the promise of %s'
+            % (node, service_host, ' and '.join(problems), ', '.join(
+                'lease %s (%s)' % (lease['id'], 'started' if s else
+                                   'from %s' % _fmt(start))
+                for lease, s, start in promises)),
+            {'service_host': service_host,
+             'service': None if service is None else {
+                 key: service.get(key) for key in (
+                     'status', 'state', 'forced_down', 'disabled_reason')},
+             'promises': [{'lease_id': lease['id'],
+                           'project_id': lease['project_id'],
+                           'started': s, 'start': _fmt(start)}
+                          for lease, s, start in promises]}))
+    return findings
+
+
 CHECKS = (check_overcommit, check_hosts, check_leased_servers, check_events,
-          check_broken)
+          check_broken, check_services)
 
 
 def check(state: CloudState) -> typing.List[Finding]:

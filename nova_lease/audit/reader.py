@@ -17,6 +17,8 @@ Everything is read through the service user of ``[nova_lease_auth]``
 keystoneauth adapter of the same session (service type ``placement``).
 """
 
+import datetime
+
 from keystoneauth1 import adapter as ks_adapter
 from keystoneauth1 import exceptions as ks_exc
 from oslo_log import log as logging
@@ -30,6 +32,7 @@ from nova_lease import compute
 from nova_lease.conf import auth as auth_conf
 from nova_lease.db import api as db_api
 from nova_lease import exception
+from nova_lease.periodic import idle
 
 LOG = logging.getLogger(__name__)
 
@@ -37,6 +40,12 @@ LOG = logging.getLogger(__name__)
 #: dict shape used here; 1.14 nested providers (ignored: one compute node
 #: provider per hypervisor).
 PLACEMENT_MICROVERSION = '1.14'
+
+#: A promise that starts within this is imminent: its host must be up and
+#: enabled (``host_service``). An hour: longer than the engine's idle
+#: wake-up (``[nova_lease] idle_host_wake_minutes``, 30 by default), time
+#: enough to repair a host before its lease starts.
+IMMINENT = datetime.timedelta(hours=1)
 
 
 class AuditReadError(exception.NovaLeaseException):
@@ -132,6 +141,12 @@ def read_state(conf, db=None, compute_client=None, placement=None,
         servers = [_server(s) for s in compute_client.list_servers(
             all_projects=True)]
         aggregates = compute_client.list_aggregates()
+        # The compute services (one request) and which service runs each
+        # compute node (one request: several nodes per service with
+        # Ironic or vCenter, a node named apart from its host elsewhere).
+        services = compute_client.list_services(binary=idle.COMPUTE_BINARY)
+        hypervisors = {h['hypervisor_hostname']: h['host']
+                       for h in compute_client.list_hypervisors()}
         providers = placement.providers()
         leases = db_api.lease_list(db)
         allocations = db_api.allocation_list(db)
@@ -144,7 +159,9 @@ def read_state(conf, db=None, compute_client=None, placement=None,
         allocations=allocations, registered=registered, servers=servers,
         aggregates=aggregates, providers=providers,
         freepool=opts.freepool_aggregate,
-        claim_timeout=opts.engine_claim_timeout)
+        claim_timeout=opts.engine_claim_timeout, services=services,
+        hypervisors=hypervisors, imminent=IMMINENT.total_seconds(),
+        idle_reason_prefix=idle.REASON_PREFIX)
     _add_hints(state, compute_client)
     return state
 

@@ -45,7 +45,9 @@ coarse steps.
 
 A member's view (``project_id`` given) holds the aggregate ``capacity``
 and ``free`` and only the promises of that project's leases; no ``used``,
-no host, no other project's booking.
+no host, no other project's booking; it may be narrowed to an
+availability zone only when that counts enough hosts not to show what
+happens on a few (:func:`member_zones`).
 
 Pure: no I/O. The inputs come from the scheduler's snapshot of the
 calendar (:class:`nova_lease.scheduler.snapshot.Snapshot`: its
@@ -176,6 +178,52 @@ def select_hosts(hosts, host=None, aggregate=None, availability_zone=None):
                 'availability_zone', "'availability_zone': no host counted "
                 "is in availability zone %r" % availability_zone)
     return out
+
+
+class NarrowView(CapacityError):
+    """A member's filter that would count too few hosts (a 403)."""
+
+
+def member_zones(hosts, min_hosts):
+    """The availability zones a member's view may be narrowed to.
+
+    A zone of fewer than ``min_hosts`` hosts would show what happens on
+    a few hosts, so when another project holds one (its free capacity
+    drops by a whole host's). So would the zones whose complement is
+    that small: the unfiltered view less theirs. A zone passes when it
+    counts at least ``min_hosts`` hosts and the hosts of the zones that
+    do not pass number none or at least ``min_hosts`` (the smallest
+    zones are given up until they do); a zone that holds every host is
+    the unfiltered view.
+    """
+    counts = collections.Counter(h.availability_zone for h in hosts)
+    total = sum(counts.values())
+    allowed = {z: n for z, n in counts.items()
+               if z is not None and n >= min_hosts}
+    rest = total - sum(allowed.values())
+    while allowed and 0 < rest < min_hosts:
+        zone = min(allowed, key=lambda z: (allowed[z], z))
+        rest += allowed.pop(zone)
+    allowed.update({z: n for z, n in counts.items()
+                    if z is not None and n == total})
+    return set(allowed)
+
+
+def check_member_zone(hosts, availability_zone, min_hosts):
+    """:class:`NarrowView` unless a member may narrow its view to
+    ``availability_zone`` (see :func:`member_zones`); a zone that holds
+    no host is :func:`select_hosts`'s to refuse.
+    """
+    if availability_zone is None or not any(
+            h.availability_zone == availability_zone for h in hosts):
+        return
+    if availability_zone not in member_zones(hosts, min_hosts):
+        raise NarrowView(
+            'availability_zone', "'availability_zone': a project's view "
+            "of capacity counts every host, or a zone of at least "
+            "[nova_lease] capacity_member_min_hosts (%d) hosts that "
+            "leaves out none or at least as many; zone %r does not "
+            "(an admin's view does)" % (min_hosts, availability_zone))
 
 
 def check_resources(resources):
@@ -467,7 +515,8 @@ def _idle_until(host, cal, start, end):
 def capacity_over_time(hosts, calendar, host_items, reservations, start,
                        end, step, now, project_id=None, detail=False,
                        resources=None, host=None, aggregate=None,
-                       availability_zone=None, project_items=None):
+                       availability_zone=None, project_items=None,
+                       member_min_hosts=1):
     """The capacity body (see the module doc and doc/api.rst).
 
     :param hosts: :class:`CapacityHost` of every compute host.
@@ -483,11 +532,16 @@ def capacity_over_time(hosts, calendar, host_items, reservations, start,
     :param host, aggregate, availability_zone: filters.
     :param project_items: the calendar Items of project ``project_id``
         (default: found through ``host_items`` and ``reservations``).
+    :param member_min_hosts: the fewest hosts a member's view (with
+        ``project_id``) may be narrowed to (see :func:`member_zones`).
     :returns: ``{"capacity": {...}}``.
-    :raises CapacityError: a bad query (its ``field``).
+    :raises CapacityError: a bad query (its ``field``);
+        :class:`NarrowView`: a member's filter that counts too few hosts.
     """
     resources = check_resources(resources)
     bounds = step_bounds(start, end, step)
+    if project_id is not None:
+        check_member_zone(hosts, availability_zone, member_min_hosts)
     hosts = select_hosts(hosts, host, aggregate, availability_zone)
     hosts.sort(key=lambda h: h.name)
     detail = bool(detail) and project_id is None

@@ -196,7 +196,9 @@ class CapacityCommands(object):
         args = self.conf.command
         start = now if args.start in (None, 'now') else \
             lease_params.parse_datetime(args.start, '--start')
-        end = start + capacity_core.DEFAULT_WINDOW if args.end is None else \
+        end = lease_params.later(
+            start, capacity_core.DEFAULT_WINDOW, '--start',
+            'the default window (no --end)') if args.end is None else \
             lease_params.parse_datetime(args.end, '--end')
         step = lease_params.parse_duration(args.step, '--step')
         filters = {key: getattr(args, key) for key in (

@@ -545,6 +545,39 @@ Related options:
 ]
 
 
+# Appended options (issue 28): who sees what of capacity over time.
+LEASE_OPTS += [
+    cfg.IntOpt('capacity_member_min_hosts',
+               default=10,
+               min=1,
+               help="""
+Fewest hosts a project member's view of GET
+/v2.1/os-reservation/capacity may be narrowed to with its
+availability_zone filter.
+
+Over a few hosts, a member's free capacity shows exactly when another
+project holds one of them. A member may filter by a zone only when it
+counts at least this many hosts and the hosts of the zones that do not
+pass number none or at least as many (else the unfiltered view less the
+zones that pass would show them); a zone that holds every host passes.
+Other zones are refused with a 403 naming availability_zone. The
+unfiltered view always counts every host, and admins
+(nova_lease:capacity:all) filter freely. On a cloud of fewer hosts,
+members see the whole cloud only; an operator who wants no member view
+at all sets nova_lease:capacity:project to admin only.
+
+Possible values:
+
+* 1: members may filter by any zone.
+* A larger number of hosts.
+
+Related options:
+
+* none (the rule nova_lease:capacity:project decides who has the view)
+"""),
+]
+
+
 def register_opts(conf):
     conf.register_group(_group())
     conf.register_opts(LEASE_OPTS, group=GROUP_NAME)

@@ -27,6 +27,12 @@ at the registered hosts of the free pool:
   (``host.idle.enable``). The host plugin also enables a host it starts
   a lease on, whatever the time of the last pass.
 
+A nova-compute service that runs several compute nodes (Ironic, vCenter)
+is disabled only when every node of it (Nova's hypervisors) is a
+registered one that is idle, and enabled when any of them needs it
+(:func:`decide_service`): disabling it for one idle node would take the
+others away from their leases, or from unleased work.
+
 A service disabled by anyone else (its reason does not start with the
 prefix, or it has none) is never touched, neither disabled nor enabled.
 With ``none`` (the default) the engine disables nothing, and at its
@@ -118,6 +124,38 @@ def decide(now, bookings, service, eligible, min_hours, wake_minutes):
     return 'disable', until, wake_at, why
 
 
+def decide_service(decisions, nodes=None):
+    """What the idle action does to one nova-compute service, from what
+    :func:`decide` says of each of its registered compute nodes (one,
+    but with Ironic or vCenter, whose one service runs several).
+
+    :param decisions: {hypervisor hostname: :func:`decide`'s tuple} of
+        its registered nodes.
+    :param nodes: the names of every compute node of the service (Nova's
+        hypervisors), or None when unknown (its registered ones).
+    :returns: :func:`decide`'s tuple for the service: ``'enable'`` when
+        any node needs it; ``'disable'`` only when every node of the
+        service is registered and idle (``idle until`` the earliest of
+        their next promises); None otherwise.
+    """
+    if not decisions:
+        return None, None, None, None
+    ordered = sorted(decisions.items(), key=lambda kv: (
+        kv[1][1] is None, kv[1][1] or datetime.datetime.min, kv[0]))
+    for _name, decision in ordered:
+        if decision[0] == 'enable':
+            return decision
+    first = ordered[0][1]
+    unregistered = set(nodes or ()) - set(decisions)
+    if unregistered or any(d[0] != 'disable' for d in decisions.values()):
+        return None, first[1], first[2], None
+    if len(decisions) > 1:
+        why = ('idle until %s' % _iso(first[1])) if first[1] else 'idle'
+        first = ('disable', first[1], first[2], '%s (nodes %s)' % (
+            why, ', '.join(sorted(decisions))))
+    return first
+
+
 class IdleHosts(object):
     """The idle-host pass of one engine (see the module doc).
 
@@ -205,8 +243,15 @@ class IdleHosts(object):
         pool = {a.get('name'): a for a in client.list_aggregates()}.get(
             self.opts.freepool_aggregate) or {}
         in_pool = set(pool.get('hosts') or ())
+        # Every compute node of each service (one request): a service
+        # runs several with Ironic or vCenter.
+        nodes = {}
+        for hyp in client.list_hypervisors():
+            nodes.setdefault(hyp['host'], set()).add(
+                hyp['hypervisor_hostname'])
         done = {}
         seen = set()
+        per_service = {}
         for host in hosts:
             name = host['hypervisor_hostname']
             service_host = host.get('service_host') or name
@@ -216,18 +261,23 @@ class IdleHosts(object):
                 continue
             eligible = (host.get('reservable', True) and
                         service_host in in_pool)
-            what, until, wake_at, why = decide(
+            per_service.setdefault(service_host, {})[name] = (host, decide(
                 now, bookings.get(name, ()), service, eligible,
                 self.opts.idle_host_min_hours,
-                self.opts.idle_host_wake_minutes)
+                self.opts.idle_host_wake_minutes))
+        for service_host, decided in sorted(per_service.items()):
+            what, until, wake_at, why = decide_service(
+                {name: d for name, (_h, d) in decided.items()},
+                nodes.get(service_host))
+            host = decided[min(decided)][0]
             if what == 'disable':
                 if self._disable(client, host, service_host, until,
                                  wake_at, why):
-                    done[name] = 'disabled'
+                    done.update((name, 'disabled') for name in decided)
             elif what == 'enable':
                 if self._enable(client, host, service_host, until,
                                 wake_at, why):
-                    done[name] = 'enabled'
+                    done.update((name, 'enabled') for name in decided)
         # Hosts the engine disabled that are not registered any more.
         for service_host, service in services.items():
             if service_host not in seen and ours(service):

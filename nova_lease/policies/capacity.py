@@ -39,7 +39,9 @@ rules = [
                     "(when nova_lease:capacity:all refuses): the capacity "
                     "and free capacity of the cloud and the promises of "
                     "the caller's project's leases, nothing of other "
-                    "projects.",
+                    "projects; narrowed to an availability zone only "
+                    "when it counts at least [nova_lease] "
+                    "capacity_member_min_hosts hosts.",
         operations=[{'method': 'GET', 'path': _PATH}],
         scope_types=['project']),
 ]

@@ -31,6 +31,7 @@ from nova_lease import audit
 from nova_lease.audit import checks
 from nova_lease.cmd import manage
 from nova_lease.db import api as db_api
+from nova_lease.periodic import idle
 from nova_lease.plugins.instance import plugin as instance_plugin
 from tests.functional import base
 from tests.functional import test_host_bystanders
@@ -254,6 +255,139 @@ class AuditTest(test_host_bystanders._ForcedBootMixin,
         findings = self._audit()
         self.assertEqual(['leased_server'], self._checks(findings))
         self.assertIn('is gone', findings[0].message)
+
+    # -- the compute services under promises (A5, A6) -----------------------
+
+    def _set_service(self, host, **body):
+        """What an operator does with ``openstack compute service set``."""
+        [service] = self.admin_api.api_get(
+            '/os-services?binary=nova-compute&host=%s' % host).body[
+                'services']
+        self.admin_api.api_put('/os-services/%s' % service['id'], body)
+
+    def _disable(self, host, reason='maintenance'):
+        self._set_service(host, status='disabled', disabled_reason=reason)
+
+    def _service_findings(self):
+        return {f.subject: f for f in self._audit()
+                if f.check == 'host_service'}
+
+    def test_disabled_hosts_under_started_promises(self):
+        # A started host lease (host3), a started VM lease (its server's
+        # host): an operator disables both hosts' nova-compute.
+        self._register('host3')
+        lease = self._create(self._lease_body(
+            'now', self._at(hours=2), reservations=[self._host_res()]))
+        self.assertEqual(1, self.engine.process_due())
+        vm = self._boot({'reserved': 'True', 'lease_params': (
+            '{"name": "vm", "start": "now", "duration": "2h"}')},
+            name='leased')
+        [vm_lease] = [x for x in db_api.lease_list(self.lease_db)
+                      if x['name'] == 'vm']
+        vm_host = vm['OS-EXT-SRV-ATTR:host']
+        plain = self._boot(None, name='plain')
+        self.assertEqual([], self._audit())
+        self._disable('host3')
+        self._disable(vm_host, reason='disk swap')
+        found = self._service_findings()
+        self.assertEqual({'host3', vm_host}, set(found))
+        self.assertIn(lease['id'], found['host3'].message)
+        self.assertIn('disabled (maintenance)', found['host3'].message)
+        self.assertEqual([lease['id']], [
+            p['lease_id'] for p in found['host3'].details['promises']])
+        self.assertIn(vm_lease['id'], found[vm_host].message)
+        self.assertIn('disabled (disk swap)', found[vm_host].message)
+        code, out, err = self._manage('--format', 'json')
+        self.assertEqual(1, code, err)
+        self.assertEqual(
+            {'host_service'},
+            {f['check'] for f in json.loads(out)['findings']})
+        # Enabled again: nothing to report. A host under no promise may
+        # be disabled (the unleased server's, if apart).
+        for host in ('host3', vm_host):
+            self._set_service(host, status='enabled')
+        if plain['OS-EXT-SRV-ATTR:host'] not in ('host3', vm_host):
+            self._disable(plain['OS-EXT-SRV-ATTR:host'])
+        self.assertEqual([], self._audit())
+
+    def test_instance_reservation_slot_host_disabled(self):
+        from nova_lease.plugins.flavor import plugin as flavor_plugin
+
+        self._register('host3')
+        lease = self._create(self._lease_body(
+            'now', self._at(hours=2), reservations=[{
+                'resource_type': 'virtual:instance', 'amount': 1,
+                'vcpus': 1, 'memory_mb': 1024, 'disk_gb': 10,
+                'affinity': True}]))
+        engine, _plugin = self._engine()
+        engine.plugins[flavor_plugin.RESOURCE_TYPE] = (
+            flavor_plugin.FlavorPlugin(engine.conf))
+        engine.process_due()
+        self.assertEqual('ACTIVE', db_api.lease_get(
+            self.lease_db, lease['id'])['status'])
+        [slot_host] = self._hosts_of(lease)
+        self.assertEqual({}, self._service_findings())
+        self._disable(slot_host)
+        found = self._service_findings()
+        self.assertEqual([slot_host], list(found))
+        self.assertIn(lease['id'], found[slot_host].message)
+
+    def test_down_and_forced_down_hosts(self):
+        self._register('host3')
+        lease = self._create(self._lease_body(
+            'now', self._at(hours=2), reservations=[self._host_res()]))
+        self.assertEqual(1, self.engine.process_due())
+        self._set_service('host3', forced_down=True)
+        found = self._service_findings()
+        self.assertEqual(['host3'], list(found))
+        self.assertIn('forced down', found['host3'].message)
+        self.assertIn(lease['id'], found['host3'].message)
+        self._set_service('host3', forced_down=False)
+        self.assertEqual({}, self._service_findings())
+        # host3's nova-compute stops reporting: down once
+        # service_down_time has passed (the others report).
+        self.computes.pop('host3').stop()
+        self.clock.advance(minutes=5)
+        found = self._service_findings()
+        self.assertEqual(['host3'], list(found))
+        self.assertIn('is down', found['host3'].message)
+
+    def test_imminent_promises_and_the_idle_action(self):
+        # A host lease from 30 minutes on: its host must be up and
+        # enabled by then (an hour ahead counts).
+        self._register('host3')
+        lease = self._create(self._lease_body(
+            self._at(minutes=30), self._at(hours=2),
+            reservations=[self._host_res()]))
+        self._disable('host3')
+        found = self._service_findings()
+        self.assertEqual(['host3'], list(found))
+        self.assertIn('from %s' % self._at(minutes=30)[:16],
+                      found['host3'].message)
+        # The idle action disables hosts until just before their
+        # promise, by design: not a finding before the start.
+        self._disable('host3', reason='%s: idle until %s' % (
+            idle.REASON_PREFIX, self._at(minutes=30)))
+        self.assertEqual({}, self._service_findings())
+        # The start enables it (an engine with the idle action on);
+        # disabled by the idle action while the promise runs is a
+        # finding.
+        self.clock.advance(minutes=30)
+        engine, _plugin = self._engine(idle_host_action='disable')
+        self.assertEqual(1, engine.process_due())
+        self.assertEqual({}, self._service_findings())
+        self._disable('host3', reason='%s: idle' % idle.REASON_PREFIX)
+        found = self._service_findings()
+        self.assertEqual(['host3'], list(found))
+        self.assertIn(lease['id'], found['host3'].message)
+        # A promise more than an hour away is not imminent.
+        self._set_service('host3', status='enabled')
+        self._future_lease(hours=3)
+        [later] = [x for x in db_api.lease_list(self.lease_db)
+                   if x['name'] == 'later']
+        [host] = self._hosts_of(later)
+        self._disable(host)
+        self.assertEqual({}, self._service_findings())
 
     def test_unreadable_cloud_exit_code(self):
         with mock.patch.object(audit.reader.PlacementClient, 'providers',

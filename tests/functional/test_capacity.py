@@ -29,11 +29,17 @@ import io
 import json
 import math
 import os
+import threading
+import time
 from unittest import mock
+
+import fixtures
 
 from oslo_serialization import jsonutils
 
+from nova_lease.api_ext.lease_api.handlers import capacity as handler
 from nova_lease.cmd import manage
+from nova_lease.scheduler import snapshot_cache
 from tests.functional import base
 from tests.functional import test_host_reservation
 from tests.functional import test_lease_api
@@ -325,6 +331,124 @@ class CapacityTest(test_host_reservation.HostLeaseMixin,
         self.set_policy({'nova_lease:capacity:project': 'rule:admin_api'})
         self._get(api=self.api, status=403)
 
+    def _zone(self, name, *hosts):
+        agg = self.admin_api.api_post('/os-aggregates', {'aggregate': {
+            'name': name, 'availability_zone': name}}).body['aggregate']
+        for host in hosts:
+            self.admin_api.api_post('/os-aggregates/%s/action' % agg['id'],
+                                    {'add_host': {'host': host}})
+
+    def test_member_cannot_narrow_the_view_to_a_few_hosts(self):
+        # host3 alone in a zone: through it, a member would see exactly
+        # when another project holds that host (its free capacity drops
+        # by a whole host's). Below [nova_lease] capacity_member_min_hosts
+        # hosts, a zone is the admin's; so is the other zone when what it
+        # leaves out is below it (the difference with the unfiltered view
+        # would show host3 alone).
+        self.flags(capacity_member_min_hosts=2, group='nova_lease')
+        self._register('host3')
+        self._zone('small', 'host3')
+        theirs = self._create(self._lease_body(
+            self._at(hours=1), self._at(hours=2), name='theirs'),
+            api=self._other_api())
+        self.assertEqual(['host3'], self._hosts_of(theirs))
+        for zone in ('small', 'nova'):
+            body = self._get(api=self.api, status=403,
+                             availability_zone=zone)
+            text = json.dumps(body)
+            self.assertIn('availability_zone', text)
+            self.assertIn('capacity_member_min_hosts', text)
+            self.assertNotIn('host3', text)
+        # The whole cloud is not narrowed: the member's view as before.
+        self.assertEqual(3, self._get(api=self.api)['capacity']['hosts'])
+        # The admin's view is unchanged: the zone alone, held from 11:00.
+        small = self._get(availability_zone='small')['capacity']
+        self.assertEqual(1, small['hosts'])
+        self.assertEqual([1, 0, 1], [s['hosts']['free']
+                                     for s in small['steps'][:3]])
+        self.assertEqual(2, self._get(availability_zone='nova')[
+            'capacity']['hosts'])
+        # An operator who allows single hosts gives members every zone.
+        self.flags(capacity_member_min_hosts=1, group='nova_lease')
+        small = self._get(api=self.api, availability_zone='small')[
+            'capacity']
+        self.assertEqual((1, 'project'), (small['hosts'], small['view']))
+
+    # -- what a member's request may cost nova-api (S6) -----------------------
+
+    def test_member_never_waits_for_the_first_calendar_read(self):
+        # Right after nova-api starts, the calendar is read in full in the
+        # background (here: until the test lets it finish). A member's
+        # request waits for it a few seconds, not a minute (an API worker
+        # held per request): then a 503, with Retry-After. An admin's
+        # waits, as tools expect.
+        self.useFixture(fixtures.MockPatchObject(handler, 'MEMBER_WAIT',
+                                                 1.0))
+        snapshot_cache.CACHE.invalidate()
+        self.addCleanup(snapshot_cache.CACHE.invalidate)
+        go = threading.Event()
+        real = snapshot_cache.snapshot_reads.load
+
+        def slow_load(*args, **kwargs):
+            go.wait(120)
+            return real(*args, **kwargs)
+
+        self.useFixture(fixtures.MockPatchObject(
+            snapshot_cache.snapshot_reads, 'load', slow_load))
+        started = time.monotonic()
+        resp = self.api.api_get(self._url(), check_response_status=[503])
+        self.assertLess(time.monotonic() - started, 10)
+        self.assertIn('retry', resp.body['error_message'])
+        self.assertTrue(resp.headers.get('Retry-After'))
+        threading.Timer(1.0, go.set).start()
+        self.assertEqual('all', self._get()['capacity']['view'])
+        self.assertEqual('project', self._get(api=self.api)['capacity'][
+            'view'])
+
+    def test_members_compute_one_at_a_time(self):
+        # Members' figures are computed one request at a time in a
+        # nova-api process (each costs CPU time in proportion to hosts x
+        # steps): a second one waits its turn a few seconds, then gets a
+        # 503; an admin's is not held back.
+        self._get(api=self.api)       # the calendar read once
+        entered, release = threading.Event(), threading.Event()
+        real = handler.lease_capacity.report
+        calls = []
+
+        def slow_report(*args, **kwargs):
+            calls.append(kwargs.get('project_id'))
+            if len(calls) == 1:
+                entered.set()
+                release.wait(60)
+            return real(*args, **kwargs)
+
+        self.useFixture(fixtures.MockPatchObject(
+            handler.lease_capacity, 'report', slow_report))
+        self.useFixture(fixtures.MockPatchObject(handler, 'MEMBER_WAIT',
+                                                 1.0))
+        first = {}
+
+        def member():
+            first['body'] = self._get(api=self.api)
+
+        runner = threading.Thread(target=member, daemon=True)
+        runner.start()
+        self.addCleanup(runner.join, 60)
+        self.addCleanup(release.set)
+        self.assertTrue(entered.wait(30))
+        started = time.monotonic()
+        resp = self.api.api_get(self._url(), check_response_status=[503])
+        self.assertLess(time.monotonic() - started, 10)
+        self.assertIn('retry', resp.body['error_message'])
+        self.assertTrue(resp.headers.get('Retry-After'))
+        self.assertEqual('all', self._get()['capacity']['view'])
+        release.set()
+        runner.join(60)
+        self.assertEqual('project', first['body']['capacity']['view'])
+        # Its turn over, the next member is served.
+        self.assertEqual('project', self._get(api=self.api)['capacity'][
+            'view'])
+
     def test_bad_input_names_the_field(self):
         now = self.clock.now
 
@@ -354,6 +478,34 @@ class CapacityTest(test_host_reservation.HostLeaseMixin,
         # The cap itself is accepted: 2000 steps.
         body = self._get(step='3m', end=(now + 100 * HOUR).strftime(iso))
         self.assertEqual(2000, len(body['capacity']['steps']))
+
+    def test_dates_at_the_end_of_time_are_a_400(self):
+        # A date the parser takes (years up to 9999) from which the
+        # default window, or a step, runs past the last date Python has:
+        # a 400 naming the field, never a 500.
+        def refused(path, field, **query):
+            url = PREFIX + path + '?' + '&'.join(
+                '%s=%s' % kv for kv in sorted(query.items()))
+            body = self.admin_api.api_get(
+                url, check_response_status=[400]).body
+            self.assertIn("'%s'" % field, json.dumps(body), body)
+
+        late = '9999-12-31T23:00Z'
+        refused('/capacity', 'start', start=late)
+        refused('/capacity', 'start', start=late, step='1h')
+        refused('/os-hosts/idle', 'start', start=late)
+        refused('/os-hosts/idle', 'start', start=late, min_hours='999999')
+        # Given an end, the same start is a window like any other.
+        body = self._get(start=late, end='9999-12-31T23:59Z', step='1h')
+        self.assertEqual(1, len(body['capacity']['steps']))
+        body = self.admin_api.api_get(
+            PREFIX + '/os-hosts/idle?start=%s&end=9999-12-31T23:59Z'
+            % late).body
+        self.assertEqual('9999-12-31T23:00:00.000000', body['start'])
+        # The command names its own option.
+        code, out, err = self._manage('--start', '9999-12-31 23:00')
+        self.assertEqual(2, code, err)
+        self.assertIn('--start', err)
 
     # -- nova-lease-manage capacity ------------------------------------------
 

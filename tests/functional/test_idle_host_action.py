@@ -17,10 +17,15 @@ them before a lease needs them.
 import datetime
 import threading
 import time
+from unittest import mock
+
+from oslo_utils import importutils
 
 from nova_lease.periodic import idle
 from tests.functional import base
 from tests.functional import test_host_reservation
+
+PREFIX = test_host_reservation.PREFIX
 
 
 class _Recorder(object):
@@ -177,3 +182,114 @@ class IdleHostActionTest(test_host_reservation.HostLeaseMixin,
         state = self._state()
         self.assertEqual(('enabled', None), state['host1'])
         self.assertEqual(('disabled', 'maintenance'), state['host3'])
+
+
+class MultiNodeIdleHostTest(test_host_reservation.HostLeaseMixin,
+                            base.LeaseFunctionalBase):
+    """One nova-compute service with several compute nodes (Ironic,
+    vCenter): its service is disabled only when every node of it is a
+    registered idle one, and enabled when any of them needs it.
+    """
+
+    CLOCK_START = datetime.datetime(2030, 1, 1, 12, 0, 0)
+    COMPUTES = {'host1': (4, 8192, 100)}
+    #: {service host: its compute nodes} (Nova's fake driver runs
+    #: several nodes per service, as Ironic's does).
+    NODES = {'ironic': ['node-a', 'node-b'], 'vcenter': ['vc-1', 'vc-2']}
+
+    def _setup_compute_service(self):
+        first = super()._setup_compute_service()
+        driver_cls = importutils.import_class(
+            'nova.virt.' + base.CONF.compute_driver)
+        real = driver_cls.init_host
+        for host, nodes in self.NODES.items():
+            def init_host(driver, host, nodes=nodes):
+                real(driver, host)
+                driver._set_nodes(list(nodes))
+            with mock.patch.object(driver_cls, 'init_host', init_host):
+                self._start_compute_with(host, 4, 8192, 100)
+        return first
+
+    def setUp(self):
+        super().setUp()
+        self.engine, self.plugin = self._engine(
+            idle_host_action='disable', idle_host_min_hours=1,
+            idle_host_wake_minutes=30)
+        self.notified = _Recorder()
+        self.engine.notifier = self.notified
+
+    def _state(self):
+        return {s['host']: (s['status'], s['disabled_reason'])
+                for s in self.admin_api.api_get(
+                    '/os-services?binary=nova-compute').body['services']}
+
+    def test_a_service_is_idle_only_when_all_its_nodes_are(self):
+        nodes = {h['hypervisor_hostname']: h['service']['host']
+                 for h in self.admin_api.api_get(
+                     '/os-hypervisors/detail').body['hypervisors']}
+        self.assertEqual({'host1': 'host1', 'node-a': 'ironic',
+                          'node-b': 'ironic', 'vc-1': 'vcenter',
+                          'vc-2': 'vcenter'}, nodes)
+        self._register('host1')
+        self._register('node-a', rack='a')
+        self._register('node-b', rack='b')
+        # vc-2 is not registered: it takes unleased work.
+        self._register('vc-1')
+        # node-a is promised from 12:20: its service must stay enabled,
+        # whatever node-b does.
+        lease = self._create(self._lease_body(
+            '2030-01-01 12:20', '2030-01-01 13:00', reservations=[
+                self._host_res(extra_specs={'rack': 'a'})]))
+        self.assertEqual(['node-a'], self._hosts_of(lease))
+        self.assertEqual({'host1': 'disabled'}, self.engine.idle_hosts
+                         .run_pass())
+        state = self._state()
+        self.assertEqual(('enabled', None), state['ironic'])
+        self.assertEqual(('enabled', None), state['vcenter'])
+        self.assertEqual('disabled', state['host1'][0])
+
+        # Without the promise, both nodes are idle: the service is
+        # disabled, once.
+        self.api.api_delete(PREFIX + '/leases/%s' % lease['id'])
+        self.assertEqual({'node-a': 'disabled', 'node-b': 'disabled'},
+                         self.engine.idle_hosts.run_pass())
+        self.assertEqual('disabled', self._state()['ironic'][0])
+        self.assertTrue(self._state()['ironic'][1].startswith(
+            idle.REASON_PREFIX))
+        self.assertEqual(['host1', 'node-a'],
+                         [n[1] for n in self.notified.hosts])
+        self.assertEqual({}, self.engine.idle_hosts.run_pass())
+
+        # A promise on either node wakes the service.
+        self._create(self._lease_body(
+            '2030-01-01 12:10', '2030-01-01 13:00', reservations=[
+                self._host_res(extra_specs={'rack': 'b'})]))
+        self.assertEqual({'node-a': 'enabled', 'node-b': 'enabled'},
+                         self.engine.idle_hosts.run_pass())
+        self.assertEqual(('enabled', None), self._state()['ironic'])
+        self.assertEqual({}, self.engine.idle_hosts.run_pass())
+        self.assertEqual(('enabled', None), self._state()['vcenter'])
+
+    def test_hunt_lists_the_servers_of_its_node(self):
+        # A best-effort hunt that takes node-a has node-a's servers to
+        # move, not those of node-b, which shares node-a's service.
+        from nova import context as nova_context
+
+        from nova_lease.api_ext import nova_hosts
+
+        body = {'server': self._build_server(
+            name='on-b', image_uuid=self.image_id, flavor_id='1',
+            networks='none', az='nova:ironic:node-b')}
+        server = self._wait_for_state_change(
+            self.admin_api.post_server(body), 'ACTIVE')
+        self.assertEqual('node-b',
+                         server['OS-EXT-SRV-ATTR:hypervisor_hostname'])
+        ctx = nova_context.get_admin_context()
+        self.assertEqual([], nova_hosts.servers_to_move(ctx, 'ironic',
+                                                        node='node-a'))
+        self.assertEqual([server['id']], [s.id for s in nova_hosts
+                                          .servers_to_move(ctx, 'ironic',
+                                                           node='node-b')])
+        # Without a node: every node of the service (as before).
+        self.assertEqual([server['id']], [
+            s.id for s in nova_hosts.servers_to_move(ctx, 'ironic')])

@@ -262,3 +262,95 @@ class PlacementReadTest(testtools.TestCase):
             auth=noauth.NoAuth()))
         e = self.assertRaises(reader.AuditReadError, client.providers)
         self.assertIn('placement GET /resource_providers', str(e))
+
+
+def _service(host, status='enabled', state='up', forced_down=False,
+             reason=None):
+    return {'host': host, 'binary': 'nova-compute', 'status': status,
+            'state': state, 'forced_down': forced_down,
+            'disabled_reason': reason}
+
+
+class ServicesTest(testtools.TestCase):
+    """``host_service``: the nova-compute services under promises."""
+
+    IDLE = 'nova_lease idle host'
+
+    def _state(self, leases, allocations, services, **kwargs):
+        kwargs.setdefault('idle_reason_prefix', self.IDLE)
+        return _state(leases=leases, allocations=allocations,
+                      services=services, **kwargs)
+
+    def _found(self, state):
+        return {f.subject: f for f in checks.check_services(state)}
+
+    def test_not_read_no_check(self):
+        lease = _lease('l1', status='ACTIVE', start=-1,
+                       reservations=[_res('r1', checks.HOST, 'active')])
+        state = _state(leases=[lease], allocations=[_alloc('r1', start=-1)])
+        self.assertIsNone(state.services)
+        self.assertEqual([], checks.check_services(state))
+
+    def test_started_promise(self):
+        lease = _lease('l1', status='ACTIVE', start=-1,
+                       reservations=[_res('r1', checks.HOST, 'active')])
+        alloc = _alloc('r1', start=-1, whole=True)
+        self.assertEqual({}, self._found(self._state(
+            [lease], [alloc], [_service('h1')])))
+        for service, word in (
+                (_service('h1', status='disabled', reason='fan'),
+                 'disabled (fan)'),
+                (_service('h1', state='down'), 'is down'),
+                (_service('h1', state='down', forced_down=True),
+                 'forced down'),
+                (_service('h1', status='disabled', reason=self.IDLE + ':'),
+                 'disabled (nova_lease idle host:)')):
+            found = self._found(self._state([lease], [alloc], [service]))
+            self.assertEqual(['h1'], list(found))
+            self.assertIn(word, found['h1'].message)
+            self.assertIn('lease l1 (started)', found['h1'].message)
+        # Its service gone.
+        found = self._found(self._state([lease], [alloc],
+                                        [_service('h2')]))
+        self.assertIn('without a nova-compute service',
+                      found['h1'].message)
+
+    def test_imminent_window_and_the_idle_action(self):
+        lease = _lease('l1', start=0.5, reservations=[_res('r1')])
+        alloc = _alloc('r1', start=0.5)
+        maintenance = _service('h1', status='disabled', reason='fan')
+        found = self._found(self._state([lease], [alloc], [maintenance]))
+        self.assertIn('lease l1 (from %s)' % checks._fmt(_at(0.5)),
+                      found['h1'].message)
+        # Beyond the hour: not yet.
+        alloc['start_date'] = _at(1.5)
+        self.assertEqual({}, self._found(self._state(
+            [lease], [alloc], [maintenance])))
+        self.assertEqual(['h1'], list(self._found(self._state(
+            [lease], [alloc], [maintenance], imminent=2 * 3600))))
+        # Disabled by the idle action before the start: by design.
+        alloc['start_date'] = _at(0.5)
+        idle = _service('h1', status='disabled', reason=self.IDLE + ': x')
+        self.assertEqual({}, self._found(self._state([lease], [alloc],
+                                                     [idle])))
+        # A lease over, or ended allocations: nothing promised.
+        lease['status'] = 'TERMINATED'
+        self.assertEqual({}, self._found(self._state([lease], [alloc],
+                                                     [maintenance])))
+
+    def test_running_leased_server_and_multi_node_service(self):
+        # A VM lease's server on node n2 of service "ironic" (two nodes):
+        # the service's state is the node's.
+        lease = _lease('l1', status='PENDING', start=-1, reservations=[
+            _res('r1', status='pending', server='s1')])
+        server = dict(_server('s1', host='ironic'), node='n2')
+        state = self._state([lease], [], [_service(
+            'ironic', state='down')], servers=[server],
+            hypervisors={'n1': 'ironic', 'n2': 'ironic'})
+        found = self._found(state)
+        self.assertEqual(['n2'], list(found))
+        self.assertIn('nova-compute on ironic', found['n2'].message)
+        self.assertEqual('ironic', found['n2'].details['service_host'])
+        # Shelved away: it holds no host.
+        server['status'] = 'SHELVED_OFFLOADED'
+        self.assertEqual({}, self._found(state))

@@ -316,6 +316,54 @@ class CapacityReferenceTest(testtools.TestCase):
         self.assertEqual({'start', 'end', 'vcpus', 'hosts'},
                          set(body['steps'][0]))
 
+    def test_member_zones(self):
+        cap = calendar.HostCapacity(1, 1, 1)
+
+        def zones(sizes, min_hosts):
+            hosts = [capacity.CapacityHost('%s%d' % (z, k), cap,
+                                           availability_zone=z)
+                     for z, n in sizes.items() for k in range(n)]
+            return capacity.member_zones(hosts, min_hosts)
+
+        self.assertEqual({'a', 'b', 'c'},
+                         zones({'a': 5, 'b': 4, 'c': 3}, 3))
+        # c is too small, and what a and b leave out (c) too: b, the
+        # smaller, is given up with it.
+        self.assertEqual({'a'}, zones({'a': 5, 'b': 4, 'c': 1}, 3))
+        self.assertEqual(set(), zones({'a': 10, 'b': 1}, 10))
+        # A zone of every host is the unfiltered view.
+        self.assertEqual({'a'}, zones({'a': 2}, 10))
+        self.assertEqual({'a', 'b'}, zones({'a': 2, 'b': 1}, 1))
+
+    def test_member_filter_below_the_minimum(self):
+        cap = calendar.HostCapacity(8, 8192, 100)
+        hosts = [capacity.CapacityHost('c%d' % k, cap,
+                                       availability_zone='big')
+                 for k in range(3)]
+        hosts.append(capacity.CapacityHost('s1', cap,
+                                           availability_zone='small'))
+
+        def count(**kw):
+            return _body(hosts, [], {}, BASE, BASE + HOUR, HOUR, BASE,
+                         **kw)['hosts']
+
+        for zone in ('small', 'big'):
+            e = self.assertRaises(capacity.NarrowView, count,
+                                  project_id='p', member_min_hosts=2,
+                                  availability_zone=zone)
+            self.assertEqual('availability_zone', e.field)
+        # The admin's view, an unknown zone (a 400 as before), a member
+        # allowed single hosts.
+        self.assertEqual(1, count(availability_zone='small',
+                                  member_min_hosts=2))
+        e = self.assertRaises(capacity.CapacityError, count,
+                              project_id='p', member_min_hosts=2,
+                              availability_zone='mars')
+        self.assertNotIsInstance(e, capacity.NarrowView)
+        self.assertEqual(4, count(project_id='p', member_min_hosts=2))
+        self.assertEqual(1, count(project_id='p', member_min_hosts=1,
+                                  availability_zone='small'))
+
     def test_bad_queries_name_the_field(self):
         hosts = [capacity.CapacityHost('c1', calendar.HostCapacity(1, 1, 1))]
 

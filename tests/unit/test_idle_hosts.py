@@ -81,3 +81,42 @@ class DecideTest(testtools.TestCase):
                     OURS)[::3])
         self.assertEqual('enable', _decide([(_at(-1), _at(1))], OURS)[0])
         self.assertEqual('enable', _decide([], OURS, eligible=False)[0])
+
+
+class DecideServiceTest(testtools.TestCase):
+    """One nova-compute service, several compute nodes (Ironic)."""
+
+    def test_one_node_is_its_own_decision(self):
+        for decision in (('disable', None, None, 'idle'),
+                         ('enable', _at(1), _at(0.5), 'promised now'),
+                         (None, _at(1), _at(0.5), None)):
+            self.assertEqual(decision, idle.decide_service(
+                {'n1': decision}, {'n1'}))
+        self.assertEqual((None, None, None, None), idle.decide_service({}))
+
+    def test_disabled_only_when_every_node_is_idle(self):
+        idle_until_5 = _decide([(_at(5), _at(6))], ENABLED)
+        idle_for_ever = _decide([], ENABLED)
+        busy = _decide([(_at(-1), _at(1))], ENABLED)
+        self.assertEqual('disable', idle_until_5[0])
+        self.assertIsNone(busy[0])
+        self.assertIsNone(idle.decide_service(
+            {'n1': idle_for_ever, 'n2': busy}, {'n1', 'n2'})[0])
+        # A node nobody registered takes unleased work.
+        self.assertIsNone(idle.decide_service(
+            {'n1': idle_for_ever}, {'n1', 'n2'})[0])
+        what, until, wake_at, why = idle.decide_service(
+            {'n1': idle_for_ever, 'n2': idle_until_5}, {'n1', 'n2'})
+        self.assertEqual(('disable', _at(5), _at(4.5)),
+                         (what, until, wake_at))
+        self.assertIn('n1, n2', why)
+
+    def test_enabled_when_any_node_needs_it(self):
+        soon = _decide([(_at(0.25), _at(1))], OURS)
+        idle_ours = _decide([], OURS)
+        self.assertEqual('enable', soon[0])
+        self.assertIsNone(idle_ours[0])
+        self.assertEqual(soon, idle.decide_service(
+            {'n1': idle_ours, 'n2': soon}, {'n1', 'n2'}))
+        self.assertIsNone(idle.decide_service(
+            {'n1': idle_ours, 'n2': idle_ours}, {'n1', 'n2'})[0])

@@ -207,6 +207,20 @@ class ParseDurationTest(ErrorAssertions, testtools.TestCase):
                          params.parse_duration('2900000d', 'duration'))
 
 
+class LaterTest(ErrorAssertions, testtools.TestCase):
+
+    def test_within_the_calendar(self):
+        self.assertEqual(DT(9999, 12, 31, 23, 0), params.later(
+            DT(9999, 12, 30, 23, 0), TD(days=1), 'start'))
+
+    def test_past_the_year_9999_names_the_field(self):
+        err = self.assertParamError('start', 'range', params.later,
+                                    DT(9999, 12, 31, 23, 0), TD(days=1),
+                                    'start', 'the default window')
+        self.assertIn('9999-12-31 23:00', str(err))
+        self.assertIn('the default window of 1d', str(err))
+
+
 class TextTest(testtools.TestCase):
 
     def test_bad_character(self):

@@ -171,7 +171,11 @@ def handle(req, ctx, rest, base_href):
     except exception.NovaLeaseException as e:
         if e.code == 503:
             # (A message of our own, never database text.)
-            return errors.error_response(503, str(e), 'ServiceUnavailable')
+            resp = errors.error_response(503, str(e), 'ServiceUnavailable')
+            retry = getattr(e, 'retry_after', None)
+            if retry:
+                resp.headers['Retry-After'] = str(retry)
+            return resp
         if e.code >= 500:
             return errors.internal_error(req, rest)
         return errors.error_response(e.code, str(e), type(e).__name__)

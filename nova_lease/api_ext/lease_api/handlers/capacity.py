@@ -20,6 +20,9 @@ control reads them. The figures are
 :func:`nova_lease.scheduler.capacity.report`.
 """
 
+import threading
+import time
+
 from nova import context as nova_context
 from nova import objects
 
@@ -33,14 +36,36 @@ from nova_lease.scheduler import capacity as lease_capacity
 from nova_lease.scheduler import inventory as nova_inventory
 from nova_lease.scheduler import view
 
-#: Seconds a request waits for the first full read of the calendar.
+#: Seconds an admin's request waits for the first full read of the
+#: calendar (a member's: see MEMBER_WAIT).
 SNAPSHOT_WAIT = 60.0
+#: Seconds a member's request waits, in all, for the first full read of
+#: the calendar and for its turn (members' figures are computed one
+#: request at a time in a nova-api process) before a 503.
+MEMBER_WAIT = 5.0
+#: The Retry-After (seconds) of this resource's 503s.
+RETRY_AFTER = 5
+
+# Held while a member's figures are computed (see show_capacity).
+_MEMBER_TURN = threading.Lock()
+
+
+class MemberViewTooNarrow(exception.Forbidden):
+    msg_fmt = '%(reason)s'
 
 
 class CalendarNotReady(exception.NovaLeaseException):
     code = 503
+    retry_after = RETRY_AFTER
     msg_fmt = ('the lease calendar is still being read; retry in a '
                'moment')
+
+
+class CapacityBusy(exception.NovaLeaseException):
+    code = 503
+    retry_after = RETRY_AFTER
+    msg_fmt = ("capacity figures are being computed for another "
+               "project's request; retry in a moment")
 
 
 def _error(field, message):
@@ -59,7 +84,8 @@ def parse_query(get, now):
         lease_params.parse_datetime(start, 'start')
     end = get.get('end')
     if end in (None, ''):
-        end = start + lease_capacity.core.DEFAULT_WINDOW
+        end = lease_params.later(start, lease_capacity.core.DEFAULT_WINDOW,
+                                 'start', "the default window (no 'end')")
     else:
         end = lease_params.parse_datetime(end, 'end')
     step = get.get('step') or lease_capacity.core.DEFAULT_STEP
@@ -124,20 +150,44 @@ def show_capacity(req, ctx):
     except lease_capacity.CapacityError as e:
         raise _error(e.field, e.message)
     conf = common.CONF
-    snap = view.get_snapshot(now, conf, wait=SNAPSHOT_WAIT)
+    # A member's request holds an API worker at most MEMBER_WAIT seconds
+    # for the first full read and for its turn: its cost (Nova's facts,
+    # then hosts x steps of figures) is paid for one member at a time.
+    deadline = time.monotonic() + MEMBER_WAIT
+    snap = view.get_snapshot(now, conf, wait=SNAPSHOT_WAIT if everything
+                             else MEMBER_WAIT)
     if snap is None:
         raise CalendarNotReady()
+    project_id = None if everything else ctx.project_id
+    if everything:
+        return 200, _figures(conf, snap, now, start, end, step, detail,
+                             project_id, filters)
+    if not _MEMBER_TURN.acquire(
+            timeout=max(deadline - time.monotonic(), 0.0)):
+        raise CapacityBusy()
+    try:
+        return 200, _figures(conf, snap, now, start, end, step, detail,
+                             project_id, filters)
+    finally:
+        _MEMBER_TURN.release()
+
+
+def _figures(conf, snap, now, start, end, step, detail, project_id,
+             filters):
+    """The capacity body of a query against the snapshot ``snap``."""
     computes, zones, aggregates, inventory = _nova_facts(conf)
     running = inventory.leased_servers(set(snap.servers.keys()))
     hosts = lease_capacity.capacity_hosts(snap, computes, running, zones,
                                           aggregates, now)
     db = common.db()
     try:
-        body = lease_capacity.report(
+        return lease_capacity.report(
             snap, hosts, start, end, step, now,
             lease_names=lambda ids: db_api.lease_names(db, ids),
-            project_id=None if everything else ctx.project_id,
-            detail=detail, **filters)
+            project_id=project_id, detail=detail,
+            member_min_hosts=conf.nova_lease.capacity_member_min_hosts,
+            **filters)
+    except lease_capacity.core.NarrowView as e:
+        raise MemberViewTooNarrow(reason=e.message)
     except lease_capacity.CapacityError as e:
         raise _error(e.field, e.message)
-    return 200, body

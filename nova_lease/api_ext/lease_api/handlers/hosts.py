@@ -207,7 +207,9 @@ def _idle_window(req):
     start = now if start in (None, '', 'now') else max(
         lease_params.parse_datetime(start, 'start'), now)
     end = req.GET.get('end')
-    end = start + datetime.timedelta(days=1) if end in (None, '') else \
+    end = lease_params.later(
+        start, datetime.timedelta(days=1), 'start',
+        "the default window (no 'end')") if end in (None, '') else \
         lease_params.parse_datetime(end, 'end')
     if end <= start:
         raise lease_params.LeaseParamError(
