@@ -286,14 +286,14 @@ class ServicesTest(testtools.TestCase):
 
     def test_not_read_no_check(self):
         lease = _lease('l1', status='ACTIVE', start=-1,
-                       reservations=[_res('r1', checks.HOST, 'active')])
+                       reservations=[_res('r1', types.HOST, 'active')])
         state = _state(leases=[lease], allocations=[_alloc('r1', start=-1)])
         self.assertIsNone(state.services)
         self.assertEqual([], checks.check_services(state))
 
     def test_started_promise(self):
         lease = _lease('l1', status='ACTIVE', start=-1,
-                       reservations=[_res('r1', checks.HOST, 'active')])
+                       reservations=[_res('r1', types.HOST, 'active')])
         alloc = _alloc('r1', start=-1, whole=True)
         self.assertEqual({}, self._found(self._state(
             [lease], [alloc], [_service('h1')])))
