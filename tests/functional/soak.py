@@ -17,8 +17,12 @@ benchmarks/soak.py (long runs). A few small fake hosts (placement's
 allocation ratios 1.0, so that they fill up); each step is one of:
 unleased boots (two projects), leased boots starting now or later,
 host registrations, host leases (now or later) and boots onto them,
-server deletes, lease deletes, early ends, extensions, shelve and
-unshelve, cold migrations, clock advances; after each step Nova is let
+Blazar's instance reservations (now or later) and boots with their
+flavors (several servers in one request too), reservation updates and
+date changes of every kind of lease, server deletes, lease deletes,
+early ends, extensions, shelve and unshelve, cold migrations, the
+engine's idle-host pass (the idle action is on), clock advances; after
+each step Nova is let
 settle, the compute hook's reconcile pass and the engine run (what
 nova-lease-engine does between two steps), and ``nova-lease-manage
 audit`` (:func:`nova_lease.audit.run`) must find nothing. Refusals (4xx)
@@ -35,6 +39,7 @@ from nova.tests.functional.api import client as api_client
 
 from nova_lease import audit
 from nova_lease.db import api as db_api
+from nova_lease.plugins import types
 from tests.functional import test_instance_lease
 from tests.functional import test_lease_api
 
@@ -77,7 +82,12 @@ class SoakCase(test_lease_api.LeaseAPIMixin,
 
     def _engine(self, **overrides):
         overrides.setdefault('resource_plugins',
-                             'virtual:instance,physical:host')
+                             'virtual:instance,physical:host,'
+                             'flavor:instance')
+        # The idle action on (its pass is a step of the walk).
+        overrides.setdefault('idle_host_action', 'disable')
+        overrides.setdefault('idle_host_min_hours', 1)
+        overrides.setdefault('idle_host_wake_minutes', 30)
         return super()._engine(**overrides)
 
 
@@ -98,6 +108,9 @@ class Walk(object):
             (6, self.boot_unleased), (6, self.boot_leased_now),
             (6, self.boot_leased_future), (2, self.register_host),
             (4, self.host_lease), (3, self.boot_hinted),
+            (3, self.instance_reservation), (3, self.boot_reserved_flavor),
+            (3, self.update_reservation), (3, self.change_dates),
+            (2, self.idle_pass),
             (5, self.delete_server), (3, self.delete_lease),
             (3, self.end_early), (3, self.extend),
             (3, self.shelve), (3, self.unshelve), (2, self.migrate),
@@ -162,12 +175,14 @@ class Walk(object):
 
     # -- operations -----------------------------------------------------------
 
-    def _boot(self, hints, api, name):
+    def _boot(self, hints, api, name, flavor='1', count=1):
         if self._full():
             return 'skip'
         body = {'server': self.case._build_server(
-            name=name, image_uuid=self.case.image_id, flavor_id='1',
+            name=name, image_uuid=self.case.image_id, flavor_id=flavor,
             networks='none')}
+        if count > 1:
+            body['server']['min_count'] = count
         if hints:
             body['os:scheduler_hints'] = hints
         return self._call(api.post_server, body)
@@ -211,14 +226,97 @@ class Walk(object):
         body = self.case._lease_body(start, end, name='hosts')
         return self._call(self.case.api.api_post, PREFIX + '/leases', body)
 
+    def _with(self, statuses, kind):
+        """A lease of ``statuses`` with a reservation of type ``kind``,
+        and that reservation; (None, None) if none.
+        """
+        found = self._pick(
+            (lease, r) for lease in self._leases(statuses)
+            for r in lease['reservations'] if r['resource_type'] == kind)
+        return found or (None, None)
+
     def boot_hinted(self):
-        lease = self._pick(lease for lease in self._leases(('ACTIVE',))
-                           if lease['reservations'][0]['resource_type'] ==
-                           'physical:host')
+        lease, reservation = self._with(('ACTIVE',), types.HOST)
         if lease is None:
             return 'skip'
-        hints = {'reservation': lease['reservations'][0]['id']}
+        hints = {'reservation': reservation['id']}
         return self._boot(hints, self.case.api, 'hinted')
+
+    def instance_reservation(self):
+        """Blazar's instance reservation: ``amount`` slots on registered
+        hosts, now or later, with or without anti-affinity.
+        """
+        if not db_api.host_list(self.case.lease_db):
+            return 'skip'
+        delay = self._pick((0, 0, 20, 60))
+        start = 'now' if not delay else _fmt(
+            self.now + datetime.timedelta(minutes=delay))
+        end = _fmt(self.now + datetime.timedelta(
+            minutes=delay + self._pick(DURATIONS)))
+        body = self.case._lease_body(start, end, name='slots', reservations=[
+            {'resource_type': 'virtual:instance',
+             'amount': self._pick((1, 1, 2)), 'vcpus': 1,
+             'memory_mb': 512, 'disk_gb': 1,
+             'affinity': self._pick((None, False))}])
+        return self._call(self.case.api.api_post, PREFIX + '/leases', body)
+
+    def boot_reserved_flavor(self):
+        """Boot with an active instance reservation's flavor, sometimes
+        more servers in one request than it has slots.
+        """
+        lease, reservation = self._with(('ACTIVE',), types.SLOTS)
+        if lease is None:
+            return 'skip'
+        return self._boot(None, self.case.api, 'slot',
+                          flavor=reservation['id'],
+                          count=self._pick((1, 1, 2, 3)))
+
+    def update_reservation(self):
+        """Blazar's reservation update: a host reservation's min/max, an
+        instance reservation's amount.
+        """
+        lease = self._pick(
+            lease for lease in self._leases(('PENDING', 'ACTIVE'))
+            if any(types.get(r['resource_type']).facts.api_names
+                   for r in lease['reservations']))
+        if lease is None:
+            return 'skip'
+        reservation = self._pick(r for r in lease['reservations']
+                                 if types.get(r['resource_type'])
+                                 .facts.api_names)
+        if types.is_whole_host(reservation):
+            count = self._pick((1, 1, 2))
+            item = {'id': reservation['id'], 'min': count, 'max': count}
+        else:
+            item = {'id': reservation['id'],
+                    'amount': self._pick((1, 2, 3))}
+        return self._call(self.case.api.api_put,
+                          PREFIX + '/leases/%s' % lease['id'],
+                          {'reservations': [item]})
+
+    def change_dates(self):
+        """A new window for a lease of any kind: a pending one moves, a
+        started one gets a new end.
+        """
+        lease = self._pick(self._leases(('PENDING', 'ACTIVE')))
+        if lease is None:
+            return 'skip'
+        shift = datetime.timedelta(minutes=self._pick((-30, -10, 15, 45)))
+        if lease['status'] == 'PENDING':
+            start = max(lease['start_date'] + shift,
+                        self.now + datetime.timedelta(minutes=1))
+            end = start + (lease['end_date'] - lease['start_date'])
+            body = {'start_date': _fmt(start), 'end_date': _fmt(end)}
+        else:
+            end = max(lease['end_date'] + shift,
+                      self.now + datetime.timedelta(minutes=2))
+            body = {'end_date': _fmt(end)}
+        return self._call(self.case.api.api_put,
+                          PREFIX + '/leases/%s' % lease['id'], body)
+
+    def idle_pass(self):
+        """The engine's idle-host pass (the idle action is on)."""
+        return self.case.engine.idle_hosts.run_pass()
 
     def delete_server(self):
         server = self._pick(s for s in self._known()
