@@ -208,11 +208,13 @@ def flavor_reservation(spec_obj):
     return specs.get(flavor_plugin.FLAVOR_SPEC)
 
 
-def lookup_slots(conf, reservation_id, flavor):
+def lookup_slots(conf, reservation_id, flavor, uuid=None):
     """``(slots, used, total)`` of an instance reservation: its slots per
     host (side database), the servers with its flavor per host and in
     all (Nova's cells, any project; a server not placed yet counts in
-    ``total`` only).
+    ``total`` only), server ``uuid`` left out: a server that has a slot
+    keeps it when it moves (unshelve, migration, evacuation), it does not
+    take a second one.
     """
     from nova import context as nova_context
     from nova import objects
@@ -235,6 +237,8 @@ def lookup_slots(conf, reservation_id, flavor):
                 'cannot count the servers of reservation %s: a cell did '
                 'not answer' % reservation_id)
         for instance in result:
+            if instance.uuid == uuid:
+                continue
             total += 1
             if instance.node:
                 used[instance.node] += 1
@@ -251,9 +255,11 @@ def _slots(spec_obj, demand, res, project, now, lookup_slots):
                        'reservation of the project' % (
                            res.id if res is not None else '?'),
                        res.id if res is not None else None)
+    uuid = spec_obj.instance_uuid if is_set(spec_obj, 'instance_uuid') \
+        else None
     slots, used, total = _ask(lookup_slots, ({}, {}, 0),
                               'the slots of reservation %s' % res.id,
-                              res.id, spec_obj.flavor)
+                              res.id, spec_obj.flavor, uuid)
     amount = sum(slots.values())
     if total >= amount:
         allowed = set()
@@ -437,7 +443,8 @@ def resolve_with_lookups(spec_obj, snap, now, conf):
             conf, rid, when),
         lookup_lease=lambda lid, when: lookup_lease(conf, lid, when),
         lookup_deferred=lambda rid, when: lookup_deferred(conf, rid, when),
-        lookup_slots=lambda rid, flavor: lookup_slots(conf, rid, flavor))
+        lookup_slots=lambda rid, flavor, uuid: lookup_slots(
+            conf, rid, flavor, uuid))
 
 
 #: Scheduler hints that make a request leased or a host reservation's
