@@ -22,6 +22,7 @@ import threading
 
 from nova.tests.functional.api import client as api_client
 
+from nova_lease.db import api as db_api
 from tests.functional import base
 from tests.functional import test_flavor_reservation
 
@@ -82,6 +83,169 @@ class _SlotTestBase(test_flavor_reservation.FlavorLeaseMixin,
         return sorted(s['status'] for s in self._servers_of(res).values())
 
 
+class SlotCountTest(_SlotTestBase):
+    """Never more servers than slots (finding X1)."""
+
+    def test_multi_create_gets_no_more_servers_than_slots_left(self):
+        res = self._started(1)
+        # min_count over the slots left: refused before Nova sees it,
+        # in Nova's fault format, naming only the caller's reservation.
+        status, body = self._post(res, 'three', min_count=3)
+        self.assertEqual(409, status, body)
+        message = body['conflictingRequest']['message']
+        self.assertIn('instance reservation %s has 1 of its 1 slot(s) '
+                      'left' % res['id'], message)
+        self.assertIn('at least 3 server(s)', message)
+        self.assertEqual({}, self._servers_of(res))
+        # max_count over it: as many as there are slots (as Nova does
+        # with a quota).
+        status, body = self._post(res, 'up-to-three', max_count=3)
+        self.assertEqual(202, status, body)
+        self.assertEqual(['ACTIVE'], self._statuses(res))
+        # Full: the next boot is refused.
+        status, body = self._post(res, 'one-more')
+        self.assertEqual(409, status, body)
+        self.assertIn('has 0 of its 1 slot(s) left',
+                      body['conflictingRequest']['message'])
+        self.assertEqual(['ACTIVE'], self._statuses(res))
+
+    def test_multi_create_puts_one_server_per_slot_host(self):
+        # One slot on each host; one request for both servers, without
+        # the server group that would spread them, and Nova's weighers
+        # set to stack servers (fill a host before the next): the
+        # scheduler counts the request's own instances placed before.
+        for name in ('ram', 'cpu', 'disk'):
+            self.flags(group='filter_scheduler',
+                       **{'%s_weight_multiplier' % name: -1.0})
+        res = self._started(2, affinity=False)
+        status, body = self._post(res, 'pair', min_count=2, group=False)
+        self.assertEqual(202, status, body)
+        servers = self._servers_of(res).values()
+        self.assertEqual(['ACTIVE', 'ACTIVE'],
+                         sorted(s['status'] for s in servers))
+        self.assertEqual(['host1', 'host2'], sorted(
+            s['OS-EXT-SRV-ATTR:host'] for s in servers))
+
+    def test_boot_while_another_is_being_scheduled_for_the_last_slot(self):
+        res = self._started(1)
+        scheduled = threading.Event()
+        go = threading.Event()
+        self.addCleanup(go.set)
+        calls = []
+        original = self._hold_after_scheduling(calls, scheduled, go)
+        self.assertIsNotNone(original)
+        first = []
+        thread = threading.Thread(target=lambda: first.append(
+            self._post(res, 'first')))
+        thread.start()
+        self.addCleanup(thread.join, 60)
+        # The first boot has its host (claimed in placement) and is not
+        # in its cell yet.
+        self.assertTrue(scheduled.wait(60))
+        status, body = self._post(res, 'second')
+        go.set()
+        thread.join(60)
+        self.assertEqual(202, first[0][0], first)
+        self.assertEqual(409, status, body)
+        self.assertEqual({'first'}, set(self._servers_of(res)))
+        self.assertEqual(['ACTIVE'], self._statuses(res))
+
+    def test_two_boots_past_the_api_race_for_the_last_slot(self):
+        # Both pass nova-api's count (neither has a build request yet),
+        # both have build requests before either is scheduled, and both
+        # are scheduled before either reaches its cell: the scheduler
+        # lets one of them have the slot.
+        res = self._started(1)
+        self._barrier('nova.compute.api.API.create')
+        self._barrier('nova.conductor.api.ComputeTaskAPI.'
+                      'schedule_and_build_instances')
+        self._barrier('nova.scheduler.manager.SchedulerManager.'
+                      'select_destinations', after=True)
+        results = []
+        threads = [threading.Thread(target=lambda n=n: results.append(
+            self._post(res, 'racer%d' % n))) for n in range(2)]
+        for thread in threads:
+            thread.start()
+            self.addCleanup(thread.join, 60)
+        for thread in threads:
+            thread.join(120)
+        self.assertEqual([202, 202], [r[0] for r in results], results)
+        servers = self._servers_of(res)
+        self.assertEqual(['ACTIVE', 'ERROR'], sorted(
+            s['status'] for s in servers.values()))
+        [lost] = [s for s in servers.values() if s['status'] == 'ERROR']
+        self.assertIn('No valid host', lost['fault']['message'])
+
+    def test_a_slot_server_has_no_other_lease(self):
+        # Its lease is the reservation's: no lease hints, and the
+        # default lease does not apply (it would give the server an
+        # interval of its own, outside the count).
+        self.flags(default_lease=True, group='nova_lease')
+        res = self._started(1)
+        leases = len(db_api.lease_list(self.lease_db))
+        server = self._build_server(name='hinted', image_uuid=self.image_id,
+                                    flavor_id=res['id'], networks='none')
+        params = '{"start": "now", "end": "%s"}' % self._at(minutes=30)
+        body = self.api.api_post('/servers', {
+            'server': server, 'os:scheduler_hints': {
+                'reserved': 'True', 'lease_params': params}},
+            check_response_status=[400, 202]).body
+        self.assertIn("cannot have the lease hint 'reserved'",
+                      body['badRequest']['message'])
+        server = self._boot_reserved(res, 'slot')
+        self.assertEqual(leases, len(db_api.lease_list(self.lease_db)))
+        self.assertEqual(['ACTIVE'], self._statuses(res))
+
+    # -- helpers ----------------------------------------------------------
+
+    def _hold_after_scheduling(self, calls, scheduled, go):
+        """The first select_destinations waits for ``go`` once it has
+        chosen (and claimed) its host.
+        """
+        from nova.scheduler import manager
+        original = manager.SchedulerManager.select_destinations
+
+        def select_destinations(manager_self, *args, **kwargs):
+            result = original(manager_self, *args, **kwargs)
+            calls.append(1)
+            if len(calls) == 1:
+                scheduled.set()
+                go.wait(60)
+            return result
+
+        self.stub_out('nova.scheduler.manager.SchedulerManager.'
+                      'select_destinations', select_destinations)
+        return original
+
+    def _barrier(self, path, after=False):
+        """Calls of the method at ``path`` wait for each other (two of
+        them, at most 30 s), before it runs (or after, ``after``).
+        """
+        module, cls, name = path.rsplit('.', 2)
+        import importlib
+        original = getattr(getattr(importlib.import_module(module), cls),
+                           name)
+        barrier = threading.Barrier(2, timeout=30)
+        self.addCleanup(barrier.abort)
+
+        def wait():
+            try:
+                barrier.wait()
+            except threading.BrokenBarrierError:
+                pass
+
+        def method(obj, *args, **kwargs):
+            if not after:
+                wait()
+                return original(obj, *args, **kwargs)
+            try:
+                return original(obj, *args, **kwargs)
+            finally:
+                wait()
+
+        self.stub_out(path, method)
+
+
 class SlotMoveTest(_SlotTestBase):
     """A server that holds a slot keeps it when it moves (finding X3)."""
 
@@ -92,8 +256,8 @@ class SlotMoveTest(_SlotTestBase):
         server = self._shelve_server(server)     # offloaded at once
         self.assertIsNone(server['OS-EXT-SRV-ATTR:host'])
         # The shelved server holds the slot: no other boot.
-        self._assert_no_valid_host(self._boot_reserved(res, 'other',
-                                                       wait=None))
+        status, body = self._post(res, 'other')
+        self.assertEqual(409, status, body)
         server = self._unshelve_server(server)
         self.assertEqual(host, server['OS-EXT-SRV-ATTR:host'])
 
@@ -108,8 +272,8 @@ class SlotMoveTest(_SlotTestBase):
         running = self._boot(name='running', flavor=res['id'])
         shelved = self._boot(name='shelved', flavor=res['id'])
         shelved = self._shelve_server(shelved)
-        self._assert_no_valid_host(self._boot_reserved(res, 'third',
-                                                       wait=None))
+        status, body = self._post(res, 'third')
+        self.assertEqual(409, status, body)
         return res, running, shelved
 
     def test_cold_and_live_migration_keep_the_slot(self):
@@ -144,3 +308,33 @@ class SlotMoveTest(_SlotTestBase):
         server = self._evacuate_server(server, expected_state='SHUTOFF')
         self.assertEqual(({'host1', 'host2'} - {source}).pop(),
                          server['OS-EXT-SRV-ATTR:host'])
+
+
+class SlotResizeTest(_SlotTestBase):
+    """A resize to another flavor leaves the reservation: its slot stays
+    held while the resize can be reverted, and is free once confirmed.
+    """
+
+    # host3 is not registered: unleased servers go there.
+    COMPUTES = dict(base.LeaseFunctionalBase.COMPUTES,
+                    host3=(8, 16384, 200))
+
+    def test_resize_gives_the_slot_up_when_confirmed(self):
+        res = self._started(1)
+        server = self._boot_reserved(res, 'resized')
+        host = server['OS-EXT-SRV-ATTR:host']
+        server = self._resize_server(server, SMALL_FLAVOR)
+        self.assertEqual('host3', server['OS-EXT-SRV-ATTR:host'])
+        # A revert brings it back with the reservation's flavor: its
+        # slot is still its own.
+        status, body = self._post(res, 'while-resized')
+        self.assertEqual(409, status, body)
+        server = self._revert_resize(server)
+        self.assertEqual(host, server['OS-EXT-SRV-ATTR:host'])
+        status, body = self._post(res, 'after-revert')
+        self.assertEqual(409, status, body)
+        # Confirmed: the server is an ordinary one, the slot is free.
+        server = self._resize_server(server, SMALL_FLAVOR)
+        self._confirm_resize(server)
+        other = self._boot_reserved(res, 'after-confirm')
+        self.assertEqual(host, other['OS-EXT-SRV-ATTR:host'])
