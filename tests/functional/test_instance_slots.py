@@ -14,14 +14,18 @@
 A reservation of ``amount`` instances holds that many servers with its
 flavor, never more: not with one multi-create request, not with boots
 racing for the last slot (SlotCountTest). A server that holds a slot
-keeps it when it moves: unshelve, cold and live migration, evacuation;
-a resize to another flavor gives it up once confirmed (SlotMoveTest).
+keeps it when it moves: unshelve, cold and live migration, evacuation
+(SlotMoveTest); a resize to another flavor gives it up once confirmed
+(SlotResizeTest). A new size set while the lease starts keeps the
+project's access to the flavor (SizeChangeRaceTest).
 """
 
 import threading
 
+import fixtures
 from nova.tests.functional.api import client as api_client
 
+from nova_lease.api_ext import nova_flavors
 from nova_lease.db import api as db_api
 from tests.functional import base
 from tests.functional import test_flavor_reservation
@@ -338,3 +342,50 @@ class SlotResizeTest(_SlotTestBase):
         self._confirm_resize(server)
         other = self._boot_reserved(res, 'after-confirm')
         self.assertEqual(host, other['OS-EXT-SRV-ATTR:host'])
+
+
+class SizeChangeRaceTest(_SlotTestBase):
+    """A size change racing the lease's start (suspected finding S3)."""
+
+    def test_new_size_made_after_the_start_keeps_the_flavor_access(self):
+        # PUT with a new size commits while the lease is PENDING; the
+        # engine starts the lease (gives the project the flavor) before
+        # nova-api has made the flavor again with the new size.
+        lease = self._create(self._lease_body(
+            self._at(minutes=10), self._at(hours=1),
+            reservations=[self._instance_res(1)]))
+        rid = lease['reservations'][0]['id']
+        reached = threading.Event()
+        go = threading.Event()
+        self.addCleanup(go.set)
+        original = nova_flavors.resize
+
+        def resize(*args, **kwargs):
+            reached.set()
+            go.wait(60)
+            return original(*args, **kwargs)
+
+        self.useFixture(fixtures.MockPatchObject(nova_flavors, 'resize',
+                                                 new=resize))
+        answers = []
+        thread = threading.Thread(target=lambda: answers.append(
+            self.api.api_put(PREFIX + '/leases/%s' % lease['id'], {
+                'reservations': [{'id': rid, 'vcpus': 2}]},
+                check_response_status=[200, 409]).status))
+        thread.start()
+        self.addCleanup(thread.join, 60)
+        self.assertTrue(reached.wait(60))
+        self.clock.advance(minutes=11)
+        self.engine.process_due()
+        self.assertEqual('ACTIVE', self._lease(lease['id'])['status'])
+        go.set()
+        thread.join(60)
+        self.assertEqual([200], answers)
+        flavor = self.admin_api.api_get('/flavors/%s' % rid).body['flavor']
+        self.assertEqual(2, flavor['vcpus'])
+        access = self.admin_api.api_get(
+            '/flavors/%s/os-flavor-access' % rid).body['flavor_access']
+        self.assertEqual([self.api.project_id],
+                         [a['tenant_id'] for a in access])
+        server = self._boot_reserved(lease['reservations'][0], 'sized')
+        self.assertEqual(2, server['flavor']['vcpus'])
