@@ -28,17 +28,25 @@ do):
 
 :func:`discard` removes both (a lease that was refused leaves nothing);
 the engine removes them at the lease's end (through the compute API).
+:func:`resize` makes the flavor again with a new size (a reservation
+update before the start), and follows a start that came meanwhile.
 """
 
+import nova.conf
 from nova import exception as nova_exception
 from nova import objects
 from oslo_log import log as logging
 
+from nova_lease import conf as lease_conf
+from nova_lease.db import api as db_api
 from nova_lease import exception
 from nova_lease import params as lease_params
 from nova_lease.plugins import flavor as flavor_plugin
+from nova_lease import status
 
 LOG = logging.getLogger(__name__)
+CONF = nova.conf.CONF
+lease_conf.register_opts(CONF)
 
 
 class FlavorError(exception.Conflict):
@@ -88,13 +96,55 @@ def make(ctx, reservation_id, request):
 def resize(ctx, reservation_id, request, server_group_id):
     """Make the reservation's flavor again with the request's size (a
     reservation that has not started: no server uses it yet).
+
+    A Nova flavor cannot change size: it is destroyed and created again
+    with the same id, and the projects given access to it lose it. The
+    update that asked for the new size was recorded while the lease was
+    PENDING, but the engine may have started it since and given the
+    project the old flavor: once the new flavor exists, the lease is read
+    again (:func:`_follow_the_lease`).
     """
     admin = ctx.elevated()
     try:
         objects.Flavor.get_by_flavor_id(admin, reservation_id).destroy()
     except nova_exception.FlavorNotFound:
         pass
-    _flavor(admin, reservation_id, request).create()
+    flavor = _flavor(admin, reservation_id, request)
+    flavor.create()
+    _follow_the_lease(ctx, reservation_id, flavor)
+
+
+def _follow_the_lease(ctx, reservation_id, flavor):
+    """After the flavor of ``reservation_id`` was made again: if its
+    lease has started meanwhile (STARTING or ACTIVE), its project gets
+    the new flavor (the engine gave it the old one, or will give it this
+    one: either way it has it); if the lease is gone or over (TERMINATING,
+    TERMINATED: the engine deletes the flavor, maybe before this one was
+    made), the new flavor goes. Otherwise (PENDING) the engine gives it
+    at the start.
+    """
+    db = db_api.get_database(CONF)
+    try:
+        row = db_api.reservation_get(db, reservation_id)
+        lease = db_api.lease_get(db, row['lease_id'])
+    except exception.NotFound:
+        lease = None
+    state = lease['status'] if lease is not None else None
+    if state in (status.LeaseStatus.STARTING, status.LeaseStatus.ACTIVE):
+        try:
+            flavor.add_access(lease['project_id'])
+        except nova_exception.FlavorAccessExists:
+            pass
+        LOG.info('Lease %(lease)s started while the flavor of its '
+                 'reservation %(res)s was made again with a new size: '
+                 'project %(project)s given the new flavor',
+                 {'lease': lease['id'], 'res': reservation_id,
+                  'project': lease['project_id']})
+    elif lease is None or state in (status.LeaseStatus.TERMINATING,
+                                    status.LeaseStatus.TERMINATED):
+        LOG.info('The lease of reservation %s is gone or over: its flavor, '
+                 'made again with a new size, goes', reservation_id)
+        discard(ctx, reservation_id, None)
 
 
 def _flavor(admin, reservation_id, request):

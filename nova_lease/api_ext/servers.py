@@ -44,6 +44,9 @@ For a leased boot, the filter, in the request's thread:
    nothing is orphaned. Nova's 202 is returned unchanged otherwise; the
    filter never waits for the build.
 
+A boot with the flavor of a Blazar instance reservation is counted
+against the reservation's slots instead (:mod:`.slot_boots`).
+
 A lease whose start is in the future goes another way after step 1: the
 request is checked as Nova will check it at the start, the lease is
 recorded with the boot request of each server, and the answer is a 202
@@ -61,6 +64,7 @@ from oslo_utils import timeutils
 import webob.exc
 
 from nova_lease.api_ext import boot_hints
+from nova_lease.api_ext import slot_boots
 from nova_lease import enforcement
 from nova_lease import exception
 from nova_lease import notifications
@@ -114,6 +118,7 @@ class ServerCreate(object):
         self._notify_pool = None
         # {flavor id: (expiry, sizes)}; dict operations are atomic.
         self._flavors = {}
+        self._slot_boots = slot_boots.SlotBoots(lambda: self.conf)
 
     # -- lazily built, process-wide helpers --------------------------------
 
@@ -200,6 +205,9 @@ class ServerCreate(object):
                               'nova_lease is misconfigured: no request '
                               'context')
             return req.get_response(self.application)
+        resp = self._slot_boot(req, ctx, body, server, hints)
+        if resp is not None:
+            return resp
         now = timeutils.utcnow()
         try:
             request = boot_hints.lease_request(
@@ -230,6 +238,21 @@ class ServerCreate(object):
                                count, now)
         return self._boot(req, ctx, body, server, request, flavor_id,
                           flavor, count, now)
+
+    def _slot_boot(self, req, ctx, body, server, hints):
+        """The answer to a boot with an instance reservation's flavor
+        (counted against its slots, never leased otherwise: see
+        :mod:`.slot_boots`), or None for any other boot.
+        """
+        rid = self._slot_boots.reservation_of(ctx, server.get('flavorRef'))
+        if rid is None:
+            return None
+        refused, changed = self._slot_boots.check(ctx, rid, server, hints)
+        if refused is not None:
+            return refused
+        if changed:
+            req.body = jsonutils.dump_as_bytes(body)
+        return req.get_response(self.application)
 
     def _defer(self, req, ctx, body, request, flavor_id, sizes, count, now):
         """A future lease: record it with its boot requests; build nothing.

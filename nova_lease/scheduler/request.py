@@ -34,6 +34,7 @@ from nova_lease.db import api as db_api
 from nova_lease import exception as lease_exception
 from nova_lease import params
 from nova_lease.plugins import flavor as flavor_plugin
+from nova_lease.plugins.flavor import slots as slot_rules
 from nova_lease.plugins import types
 from nova_lease.scheduler import snapshot
 from nova_lease import status
@@ -210,40 +211,30 @@ def flavor_reservation(spec_obj):
 
 
 def lookup_slots(conf, reservation_id, flavor):
-    """``(slots, used, total)`` of an instance reservation: its slots per
-    host (side database), the servers with its flavor per host and in
-    all (Nova's cells, any project; a server not placed yet counts in
-    ``total`` only).
+    """``(slots, holders)`` of an instance reservation: its slots per host
+    (side database) and the servers that hold them
+    (nova_lease.plugins.flavor.holders, read from Nova: build requests,
+    every cell, placement for the servers not on a host yet).
     """
     from nova import context as nova_context
-    from nova import objects
+
+    from nova_lease.plugins.flavor import holders as slot_holders
 
     db = db_api.get_database(conf)
     slots = collections.Counter(a['host'] for a in db_api.allocation_list(
         db, reservation_id=reservation_id))
-    used = collections.Counter()
-    total = 0
     if not is_set(flavor, 'id'):
-        return slots, used, total
+        return slots, []
     ctx = nova_context.get_admin_context()
-    found = nova_context.scatter_gather_skip_cell0(
-        ctx, objects.InstanceList.get_by_filters,
-        {'instance_type_id': flavor.id, 'deleted': False},
-        expected_attrs=[])
-    for result in found.values():
-        if nova_context.is_cell_failure_sentinel(result):
-            raise lease_exception.NovaLeaseException(
-                'cannot count the servers of reservation %s: a cell did '
-                'not answer' % reservation_id)
-        for instance in result:
-            total += 1
-            if instance.node:
-                used[instance.node] += 1
-    return slots, used, total
+    return slots, slot_holders.read(
+        ctx, flavor.id, locate=slot_holders.placement_locator(ctx, slots))
 
 
 def _slots(spec_obj, demand, res, project, now, lookup_slots):
-    """The Request of a boot with an instance reservation's flavor."""
+    """The Request of a server with an instance reservation's flavor: a
+    new one gets a slot left by the servers ahead of it, one that holds a
+    slot keeps it (nova_lease.plugins.flavor.slots).
+    """
     if (res is None or not types.is_slots(res) or
             res.lease_status != status.LeaseStatus.ACTIVE or
             res.project_id != project or res.end <= now):
@@ -252,17 +243,16 @@ def _slots(spec_obj, demand, res, project, now, lookup_slots):
                        'reservation of the project' % (
                            res.id if res is not None else '?'),
                        res.id if res is not None else None)
-    slots, used, total = _ask(lookup_slots, ({}, {}, 0),
-                              'the slots of reservation %s' % res.id,
-                              res.id, spec_obj.flavor)
-    amount = sum(slots.values())
-    if total >= amount:
-        allowed = set()
-    else:
-        allowed = {host for host, n in slots.items() if used[host] < n}
+    uuid = spec_obj.instance_uuid if is_set(spec_obj, 'instance_uuid') \
+        else None
+    # (Unreadable: no slot.)
+    slots, holders = _ask(lookup_slots, ({}, []),
+                          'the slots of reservation %s' % res.id,
+                          res.id, spec_obj.flavor)
+    allowed, why = slot_rules.hosts_for(slots, holders, uuid)
     return Request(HOST_RESERVATION, demand, now, res.end, allowed,
-                   (res.id,), 'instance reservation %s (%d of %d servers)'
-                   % (res.id, total, amount), res.id)
+                   (res.id,), 'instance reservation %s (%s)' % (res.id, why),
+                   res.id)
 
 
 def _ask(lookup, default, what, *args):
@@ -352,6 +342,19 @@ def _deferred(demand, reservation_id, uuid, project, snap, now,
                    'reservation %s of lease %s' % (res.id, res.lease_id))
 
 
+def _hinted(reservation_id, snap, now, lookup_reservation):
+    """(Reservation or None, its hosts or None) of a reservation a
+    request names: from the snapshot, or read when the snapshot does not
+    show it ACTIVE (its lease may have started since).
+    """
+    res = snap.reservations.get(reservation_id)
+    if lookup_reservation is not None and (
+            res is None or res.lease_status != status.LeaseStatus.ACTIVE):
+        return _ask(lookup_reservation, (None, None),
+                    'reservation %s' % reservation_id, reservation_id, now)
+    return res, None
+
+
 def resolve(spec_obj, snap, now, conf=CONF, lookup=None,
             lookup_reservation=None, lookup_lease=None,
             lookup_deferred=None, lookup_slots=None):
@@ -371,7 +374,9 @@ def resolve(spec_obj, snap, now, conf=CONF, lookup=None,
     ``lookup_deferred(reservation_id, now)`` -> (Reservation or None,
     hosts, live); ``lookup_reservation(id, now)`` -> (Reservation or None,
     hosts) for a host ``reservation`` hint the snapshot does not show
-    ACTIVE.
+    ACTIVE; ``lookup_slots(reservation_id, flavor)`` -> (slots per host,
+    holders) for a request with an instance reservation's flavor, which
+    is decided by that reservation's slots before anything else.
     """
     demand = demand_of(spec_obj)
     uuid = spec_obj.instance_uuid if is_set(spec_obj, 'instance_uuid') \
@@ -380,6 +385,12 @@ def resolve(spec_obj, snap, now, conf=CONF, lookup=None,
         else None
     lease_id = hint(spec_obj, params.LEASE_ID_HINT)
     deferred_id = hint(spec_obj, params.RESERVATION_HINT)
+    slot_id = flavor_reservation(spec_obj)
+    if slot_id:
+        # The reservation's flavor decides, whatever the hints: its
+        # servers are counted against its slots, never leased otherwise.
+        res, _hosts = _hinted(slot_id, snap, now, lookup_reservation)
+        return _slots(spec_obj, demand, res, project, now, lookup_slots)
     res = snap.servers.get(uuid) if uuid else None
     hosts = None
     if res is None and uuid and (lease_id or deferred_id) and (
@@ -397,19 +408,9 @@ def resolve(spec_obj, snap, now, conf=CONF, lookup=None,
         if request is not None:
             return request
 
-    slot_id = flavor_reservation(spec_obj)
-    reservation_id = slot_id or hint(spec_obj, 'reservation')
+    reservation_id = hint(spec_obj, 'reservation')
     if reservation_id:
-        res = snap.reservations.get(reservation_id)
-        hosts = None
-        if lookup_reservation is not None and (
-                res is None or res.lease_status != status.LeaseStatus.ACTIVE):
-            res, hosts = _ask(lookup_reservation, (None, None),
-                              'reservation %s' % reservation_id,
-                              reservation_id, now)
-        if slot_id:
-            return _slots(spec_obj, demand, res, project, now,
-                          lookup_slots)
+        res, hosts = _hinted(reservation_id, snap, now, lookup_reservation)
         if (res is None or not types.is_whole_host(res) or
                 res.lease_status != status.LeaseStatus.ACTIVE or
                 res.project_id != project or res.end <= now):

@@ -17,6 +17,8 @@ hosts, the reservation's private flavor and server group, boots with
 that flavor counted against ``amount``, affinity, the end action.
 """
 
+from nova.tests.functional.api import client as api_client
+
 from nova_lease.db import api as db_api
 from nova_lease.plugins.flavor import plugin as flavor_plugin
 from tests.functional import base
@@ -56,6 +58,14 @@ class FlavorLeaseMixin(test_host_reservation.HostLeaseMixin):
         return {g['id'] for g in self.admin_api.api_get(
             '/os-server-groups?all_projects=True').body['server_groups']}
 
+    def _assert_no_slot_left(self, reservation, name):
+        """A boot with the reservation's flavor is a 409: no slot left."""
+        error = self.assertRaises(
+            api_client.OpenStackApiException, self._boot_reserved,
+            reservation, name, wait=None)
+        self.assertEqual(409, error.response.status_code)
+        self.assertIn('has 0 of its', error.response.text)
+
     def _boot_reserved(self, reservation, name, wait='ACTIVE'):
         hints = None
         if reservation.get('server_group_id'):
@@ -88,9 +98,8 @@ class FlavorReservationTest(FlavorLeaseMixin, base.LeaseFunctionalBase):
         two = self._boot_reserved(res, 'two')
         self.assertEqual({'host1', 'host2'},
                          {self._host(one), self._host(two)})
-        # The amount + 1-th boot has no valid host.
-        self._assert_no_valid_host(self._boot_reserved(res, 'three',
-                                                       wait=None))
+        # The amount + 1-th boot is refused (no slot left).
+        self._assert_no_slot_left(res, 'three')
         # Nor has a boot without the reservation: every host is the free
         # pool's.
         self._assert_no_valid_host(self._boot(name='plain', wait=None))
@@ -187,8 +196,7 @@ class FlavorReservationTest(FlavorLeaseMixin, base.LeaseFunctionalBase):
                                        res['disk_gb']))
         self.engine.process_due()
         server = self._boot_reserved(res, 'f1')
-        self._assert_no_valid_host(self._boot_reserved(res, 'f2',
-                                                       wait=None))
+        self._assert_no_slot_left(res, 'f2')
         # Its end deletes the server booted with the flavor, and no
         # other server.
         self.clock.advance(hours=1, minutes=1)

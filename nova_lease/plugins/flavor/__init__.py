@@ -30,10 +30,13 @@ lease's interval:
   servers booted with the flavor are deleted, then the flavor, the
   server group and the aggregate.
 
-LeaseFilter passes a boot with the flavor only on the reservation's
-hosts with a slot left, while the lease is ACTIVE
-(nova_lease.scheduler.request): the ``amount + 1``-th boot ends in ERROR
-(no valid host).
+The reservation never has more servers than slots: nova-api counts a
+boot with the flavor against the slots left (nova_lease.api_ext.
+slot_boots: 409 beyond them), and LeaseFilter passes each instance only
+on the reservation's hosts with a slot left, while the lease is ACTIVE
+(nova_lease.scheduler.request), by the rules of :mod:`.slots` on the
+servers :mod:`.holders` reads from Nova; a server that holds a slot
+keeps it when it moves.
 """
 
 from nova_lease.plugins import types
