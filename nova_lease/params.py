@@ -78,6 +78,7 @@ import re
 import iso8601
 
 from nova_lease import exception
+from nova_lease import wire
 
 START_GRACE = datetime.timedelta(seconds=60)
 #: A default before_end_lease warning comes at most this fraction of the
@@ -96,8 +97,8 @@ MAX_RAW_LENGTH = 65535
 #: a boot gets a 400. ``nova_lease_id=<lease id>`` marks the first boot
 #: of a leased server; ``nova_lease_reservation=<reservation id>`` the
 #: server that nova-api creates at a deferred lease's start.
-LEASE_ID_HINT = 'nova_lease_id'
-RESERVATION_HINT = 'nova_lease_reservation'
+LEASE_ID_HINT = wire.HINT_INTERNAL_LEASE_ID
+RESERVATION_HINT = wire.HINT_INTERNAL_RESERVATION
 INTERNAL_HINTS = (LEASE_ID_HINT, RESERVATION_HINT)
 
 DATE_FORMATS_HELP = ("'YYYY-MM-DD HH:MM' (UTC) or ISO 8601 such as "

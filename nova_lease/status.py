@@ -67,6 +67,7 @@ lease starting at T takes it.
 import enum
 
 from nova_lease import exception
+from nova_lease import wire
 
 LEASE = 'lease'
 RESERVATION = 'reservation'
@@ -206,7 +207,7 @@ def event_sort_key(event_type, time):
 #: What the reason of a nova-compute service that the engine's idle-host
 #: action disabled starts with (nova_lease.periodic.idle): the engine
 #: enables only those again, and a lease's start or update wakes them.
-IDLE_HOST_REASON = 'nova_lease idle host'
+IDLE_HOST_REASON = wire.IDLE_HOST_REASON
 
 
 def idle_disabled(disabled, reason):

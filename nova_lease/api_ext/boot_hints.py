@@ -42,10 +42,11 @@ the paste filter's handling of the boot is in
 from nova_lease import exception
 from nova_lease import params as lease_params
 from nova_lease.plugins.host import plugin as host_plugin
+from nova_lease import wire
 
 HINT_KEYS = ('os:scheduler_hints', 'OS-SCH-HNT:scheduler_hints')
-RESERVED = 'reserved'
-LEASE_PARAMS = 'lease_params'
+RESERVED = wire.HINT_RESERVED
+LEASE_PARAMS = wire.HINT_LEASE_PARAMS
 _TRUE = 'true'
 _FALSE = 'false'
 
@@ -187,7 +188,7 @@ def server_count(server):
 
 
 #: The boot hint that asks for the hosts of a host reservation.
-RESERVATION_HINT = 'reservation'
+RESERVATION_HINT = wire.HINT_RESERVATION
 
 
 def add_reservation_metadata(server, hints):

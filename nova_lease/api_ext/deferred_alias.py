@@ -41,13 +41,14 @@ from nova_lease import params as lease_params
 from nova_lease.plugins.instance import leases
 from nova_lease.plugins import types
 from nova_lease import status
+from nova_lease import wire
 
 LOG = logging.getLogger(__name__)
 
 _L = status.LeaseStatus
 _R = status.ReservationStatus
 
-RESERVED_TAG = 'reserved'
+RESERVED_TAG = wire.TAG_RESERVED
 _UUID_RE = re.compile(r'^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?'
                       r'[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$')
 

@@ -67,20 +67,21 @@ import typing
 
 from nova_lease.plugins import types
 from nova_lease import status
+from nova_lease import wire
 
 RESOURCES = ('VCPU', 'MEMORY_MB', 'DISK_GB')
 _SIZE_KEYS = {'VCPU': 'vcpus', 'MEMORY_MB': 'memory_mb', 'DISK_GB': 'disk_gb'}
 
 #: The extra spec of the flavors of Blazar's instance reservations.
-FLAVOR_SPEC = 'nova_lease:reservation'
+FLAVOR_SPEC = wire.FLAVOR_RESERVATION_SPEC
 #: Metadata key of a host reservation's aggregate (named after the
 #: reservation's id, as in Blazar): the reservation's id.
-META_AGGREGATE_RESERVATION = 'nova_lease_reservation_id'
-META_LEASE_ID = 'lease_id'
-META_RESERVATION_ID = 'lease_reservation_id'
+META_AGGREGATE_RESERVATION = wire.AGGREGATE_RESERVATION_ID
+META_LEASE_ID = wire.SERVER_LEASE_ID
+META_RESERVATION_ID = wire.SERVER_RESERVATION_ID
 #: The reservation property of an instance lease admitted for a future
 #: start (its server is created at the start).
-CREATE_AT_START = 'create_at_start'
+CREATE_AT_START = wire.PROP_CREATE_AT_START
 
 _L = status.LeaseStatus
 _E = status.EventStatus

@@ -55,10 +55,11 @@ from nova_lease import notifications
 from nova_lease.plugins.instance import leases
 from nova_lease.plugins import types
 from nova_lease import status
+from nova_lease import wire
 
 LOG = logging.getLogger(__name__)
 
-RESERVED_TAG = 'reserved'
+RESERVED_TAG = wire.TAG_RESERVED
 POOL = 'nova_lease'
 CREATE_END = 'instance.create.end'
 DELETE_END = 'instance.delete.end'

@@ -57,11 +57,12 @@ from nova_lease import compute
 from nova_lease.db import api as db_api
 from nova_lease import notifications
 from nova_lease.plugins import base as plugin_base
+from nova_lease import wire
 
 LOG = logging.getLogger(__name__)
 
 #: What a nova-compute service disabled by the engine has as its reason.
-REASON_PREFIX = 'nova_lease idle host'
+REASON_PREFIX = wire.IDLE_HOST_REASON
 
 NONE = 'none'
 DISABLE = 'disable'

@@ -29,6 +29,7 @@ from nova_lease import calendar
 from nova_lease.calendar import fit
 from nova_lease import conf as lease_conf
 from nova_lease.scheduler import request as lease_request
+from nova_lease import wire
 
 CONF = nova.conf.CONF
 lease_conf.register_opts(CONF)
@@ -36,7 +37,7 @@ lease_conf.register_opts(CONF)
 #: Metadata key of a host reservation's aggregate naming the reservation
 #: (nova_lease.plugins.host.plugin.META_RESERVATION: the engine sets it at
 #: the lease's start and deletes the aggregate at its end).
-RESERVATION_KEY = 'nova_lease_reservation_id'
+RESERVATION_KEY = wire.AGGREGATE_RESERVATION_ID
 
 
 def reserved_of(conf):

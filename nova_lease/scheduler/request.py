@@ -38,6 +38,7 @@ from nova_lease.plugins.flavor import slots as slot_rules
 from nova_lease.plugins import types
 from nova_lease.scheduler import snapshot
 from nova_lease import status
+from nova_lease import wire
 
 LOG = logging.getLogger(__name__)
 CONF = nova.conf.CONF
@@ -445,8 +446,8 @@ def resolve_with_lookups(spec_obj, snap, now, conf):
 #: Scheduler hints that make a request leased or a host reservation's
 #: (the lease middleware's, the lease API's and the engine's): without
 #: the side database such a request cannot be checked.
-LEASE_HINTS = ('lease_params', 'reservation', 'nova_lease_id',
-               'nova_lease_reservation')
+LEASE_HINTS = (wire.HINT_LEASE_PARAMS, wire.HINT_RESERVATION,
+               wire.HINT_INTERNAL_LEASE_ID, wire.HINT_INTERNAL_RESERVATION)
 
 
 def maybe_leased(spec_obj, conf=CONF):
@@ -463,7 +464,7 @@ def maybe_leased(spec_obj, conf=CONF):
         return True
     if flavor_reservation(spec_obj):
         return True
-    if str(hint(spec_obj, 'reserved')).lower() == 'true':
+    if str(hint(spec_obj, wire.HINT_RESERVED)).lower() == 'true':
         return True
     group = conf.nova_lease
     project = spec_obj.project_id if is_set(spec_obj, 'project_id') \

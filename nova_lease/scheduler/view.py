@@ -38,6 +38,7 @@ from nova_lease.scheduler import request as lease_request
 from nova_lease.scheduler import snapshot
 from nova_lease.scheduler import snapshot_cache
 from nova_lease.scheduler import snapshot_reads
+from nova_lease import wire
 
 LOG = logging.getLogger(__name__)
 CONF = nova.conf.CONF
@@ -310,7 +311,7 @@ class ColdView(object):
             uuid = spec_obj.instance_uuid \
                 if lease_request.is_set(spec_obj, 'instance_uuid') else None
             ids = {lease_request.hint(spec_obj, name) for name in
-                   ('reservation', 'nova_lease_reservation')}
+                   (wire.HINT_RESERVATION, wire.HINT_INTERNAL_RESERVATION)}
             with db.reader() as session:
                 own = snapshot_reads.read_named(
                     session, now, server=uuid, ids={i for i in ids if i})

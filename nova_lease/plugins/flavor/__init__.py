@@ -40,6 +40,7 @@ keeps it when it moves.
 """
 
 from nova_lease.plugins import types
+from nova_lease import wire
 
 #: The reservations' stored resource type (both Blazar types).
 RESOURCE_TYPE = types.SLOTS
@@ -48,4 +49,4 @@ RESOURCE_TYPE = types.SLOTS
 API_TYPES = types.FACTS[types.SLOTS].api_names
 BY_SIZE, BY_FLAVOR = API_TYPES
 #: Flavor extra spec naming the reservation (read by LeaseFilter).
-FLAVOR_SPEC = 'nova_lease:reservation'
+FLAVOR_SPEC = wire.FLAVOR_RESERVATION_SPEC

@@ -64,19 +64,20 @@ from nova_lease.plugins.host import allocation
 from nova_lease.plugins.instance import leases as instance_leases
 from nova_lease.plugins import types
 from nova_lease import status
+from nova_lease import wire
 
 LOG = logging.getLogger(__name__)
 
 RESOURCE_TYPE = types.HOST
 #: Metadata keys of a reservation's aggregate (read by LeaseFilter).
-META_RESERVATION = 'nova_lease_reservation_id'
-META_LEASE = 'nova_lease_lease_id'
-META_PROJECT = 'nova_lease_project_id'
+META_RESERVATION = wire.AGGREGATE_RESERVATION_ID
+META_LEASE = wire.AGGREGATE_LEASE_ID
+META_PROJECT = wire.AGGREGATE_PROJECT_ID
 #: Server metadata set by the nova-api filter on a boot with
 #: ``--hint reservation=<id>`` (the reservation id).
-META_SERVER_RESERVATION = 'lease_reservation_id'
+META_SERVER_RESERVATION = wire.SERVER_RESERVATION_ID
 #: The boot hint itself (as Nova keeps it in the server's RequestSpec).
-RESERVATION_HINT = 'reservation'
+RESERVATION_HINT = wire.HINT_RESERVATION
 #: How many servers left alone a note names (the rest are counted).
 NOTE_SERVERS = 20
 

@@ -55,6 +55,7 @@ from nova_lease.plugins import types
 from nova_lease.scheduler import admission
 from nova_lease.scheduler import inventory as nova_inventory
 from nova_lease import status
+from nova_lease import wire
 
 LOG = logging.getLogger(__name__)
 
@@ -67,17 +68,17 @@ RESOURCE_TYPE = types.SERVER
 START_HOLD = datetime.timedelta(minutes=5)
 
 #: Server metadata keys set on leased servers.
-META_LEASE_ID = 'lease_id'
-META_LEASE_STATUS = 'lease_status'
+META_LEASE_ID = wire.SERVER_LEASE_ID
+META_LEASE_STATUS = wire.SERVER_LEASE_STATUS
 #: The reservation a server belongs to (servers created at their lease's
 #: start, found by it after a crash between their creation and the link).
-META_RESERVATION_ID = 'lease_reservation_id'
+META_RESERVATION_ID = wire.SERVER_RESERVATION_ID
 #: Reservation property: the server is created at the lease's start from
 #: the stored boot request (see :func:`create_deferred_instance_lease`).
-CREATE_AT_START = 'create_at_start'
+CREATE_AT_START = wire.PROP_CREATE_AT_START
 #: ``lease_status`` values (the engine's plugin sets active / terminated).
-META_PENDING = 'pending'
-META_RESERVED = 'reserved'
+META_PENDING = wire.SERVER_STATUS_PENDING
+META_RESERVED = wire.SERVER_STATUS_RESERVED
 
 _L = status.LeaseStatus
 _R = status.ReservationStatus

@@ -51,12 +51,13 @@ from nova_lease import compute
 from nova_lease.plugins import base
 from nova_lease.plugins.instance import leases
 from nova_lease.plugins import types
+from nova_lease import wire
 
 LOG = logging.getLogger(__name__)
 
 RESOURCE_TYPE = types.SERVER
-RESERVED_TAG = 'reserved'
-METADATA_STATUS = 'lease_status'
+RESERVED_TAG = wire.TAG_RESERVED
+METADATA_STATUS = wire.SERVER_LEASE_STATUS
 
 _SHELVED = ('SHELVED', 'SHELVED_OFFLOADED')
 # Stable statuses in which the user has the server: nothing to unshelve.
