@@ -52,14 +52,19 @@ def _is_type_name(node):
     return isinstance(node, ast.Constant) and node.value in NAMES
 
 
+def docstring_ids(tree):
+    """The ids of the docstring nodes of a parsed module."""
+    return {id(n.body[0].value) for n in ast.walk(tree)
+            if isinstance(n, (ast.Module, ast.ClassDef,
+                              ast.FunctionDef, ast.AsyncFunctionDef))
+            and n.body and isinstance(n.body[0], ast.Expr)}
+
+
 def violations(relpath, source):
     """What a module does with type names that only the types may do."""
     found = []
     tree = ast.parse(source)
-    docstrings = {id(n.body[0].value) for n in ast.walk(tree)
-                  if isinstance(n, (ast.Module, ast.ClassDef,
-                                    ast.FunctionDef, ast.AsyncFunctionDef))
-                  and n.body and isinstance(n.body[0], ast.Expr)}
+    docstrings = docstring_ids(tree)
     for node in ast.walk(tree):
         where = '%s:%s' % (relpath, getattr(node, 'lineno', '?'))
         if relpath != REGISTRY and _is_type_name(node) and (

@@ -19,6 +19,7 @@ import os
 import testtools
 
 from nova_lease import wire
+from tests.unit import test_types
 
 ROOT = os.path.join(os.path.dirname(__file__), '..', '..', 'nova_lease')
 HOME = 'wire.py'
@@ -58,10 +59,7 @@ def _wire_like(target):
 def violations(source):
     found = []
     tree = ast.parse(source)
-    docstrings = {id(n.body[0].value) for n in ast.walk(tree)
-                  if isinstance(n, (ast.Module, ast.ClassDef,
-                                    ast.FunctionDef, ast.AsyncFunctionDef))
-                  and n.body and isinstance(n.body[0], ast.Expr)}
+    docstrings = test_types.docstring_ids(tree)
     for node in tree.body:
         if (isinstance(node, ast.Assign)
                 and isinstance(node.value, ast.Constant)
