@@ -493,6 +493,22 @@ class ComputeClient(object):
         except nova_exc.NotFound:
             pass
 
+    @_translate('list flavors', reads=True)
+    def list_flavors(self):
+        """Every flavor, public and private, with its ``extra_specs``
+        (as ``{'id', 'name', 'is_public', 'extra_specs'}``).
+        """
+        return [{'id': f.id, 'name': f.name,
+                 'is_public': f.is_public,
+                 'extra_specs': dict(getattr(f, 'extra_specs', None) or {})}
+                for f in self._nova.flavors.list(is_public=None)]
+
+    @_translate('list the access of flavor', reads=True)
+    def list_flavor_access(self, flavor_id):
+        """The projects a private flavor is given to."""
+        return sorted(a.tenant_id for a in
+                      self._nova.flavor_access.list(flavor=flavor_id))
+
     @_translate('delete flavor')
     def delete_flavor(self, flavor_id):
         """Delete the flavor; False if it was gone already."""

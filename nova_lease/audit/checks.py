@@ -162,6 +162,10 @@ class CloudState:
     imminent: float = 3600.0
     #: The start of the disabled reason the engine's idle action writes.
     idle_reason_prefix: typing.Optional[str] = None
+    #: Instance reservations' flavors (extra spec :data:`FLAVOR_SPEC`):
+    #: ``{'id', 'is_public', 'reservation', 'access'}`` (``access`` the
+    #: projects a private flavor is given to); None when not read.
+    flavors: typing.Optional[list] = None
 
 
 # -- helpers -----------------------------------------------------------------
@@ -689,8 +693,56 @@ def check_services(state, index=None):
     return findings
 
 
+#: Lease statuses after which an instance reservation's flavor is gone.
+_OVER = frozenset({_L.TERMINATED, _L.TIMEDOUT})
+
+
+def check_flavors(state, index=None):
+    """An instance reservation's flavor belongs to its lease's project
+    (``flavor_owner``): private, given to no other project, given to the
+    project while the lease is ACTIVE, deleted once the lease is over
+    (``overdue_grace`` seconds after its end, for the engine's end).
+    """
+    if state.flavors is None:
+        return []
+    owners = {r['id']: lease for lease in state.leases
+              for r in lease.get('reservations') or ()}
+    grace = datetime.timedelta(seconds=state.overdue_grace)
+    findings = []
+    for flavor in sorted(state.flavors, key=lambda f: f['id']):
+        lease = owners.get(flavor['reservation'])
+        project = lease['project_id'] if lease else None
+        access = set(flavor.get('access') or ())
+        problems = []
+        if flavor.get('is_public'):
+            problems.append('is public')
+        strangers = sorted(access - {project})
+        if strangers:
+            problems.append('is given to project(s) %s' %
+                            ', '.join(strangers))
+        if lease is not None and lease['status'] == _L.ACTIVE and (
+                not flavor.get('is_public') and project not in access):
+            problems.append('is not given to the project of its started '
+                            'lease')
+        if lease is None or (lease['status'] in _OVER and
+                             lease['end_date'] + grace < state.now):
+            problems.append('outlives its reservation')
+        if problems:
+            findings.append(Finding(
+                'flavor_owner', flavor['id'],
+                'flavor %s of reservation %s (lease %s, project %s) %s' % (
+                    flavor['id'], flavor['reservation'],
+                    lease['id'] if lease else None, project,
+                    ' and '.join(problems)),
+                {'reservation_id': flavor['reservation'],
+                 'lease_id': lease['id'] if lease else None,
+                 'project_id': project, 'is_public': flavor.get('is_public'),
+                 'access': sorted(access)}))
+    return findings
+
+
 CHECKS = (check_overcommit, check_hosts, check_leased_servers, check_events,
-          check_broken, check_services)
+          check_broken, check_services, check_flavors)
 
 
 def check(state: CloudState) -> typing.List[Finding]:

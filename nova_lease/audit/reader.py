@@ -148,6 +148,7 @@ def read_state(conf, db=None, compute_client=None, placement=None,
         hypervisors = {h['hypervisor_hostname']: h['host']
                        for h in compute_client.list_hypervisors()}
         providers = placement.providers()
+        flavors = _reservation_flavors(compute_client)
         leases = db_api.lease_list(db)
         allocations = db_api.allocation_list(db)
         registered = db_api.host_list(db)
@@ -161,9 +162,25 @@ def read_state(conf, db=None, compute_client=None, placement=None,
         freepool=opts.freepool_aggregate,
         claim_timeout=opts.engine_claim_timeout, services=services,
         hypervisors=hypervisors, imminent=IMMINENT.total_seconds(),
-        idle_reason_prefix=idle.REASON_PREFIX)
+        idle_reason_prefix=idle.REASON_PREFIX, flavors=flavors)
     _add_hints(state, compute_client)
     return state
+
+
+def _reservation_flavors(compute_client):
+    """The flavors of instance reservations, with who may use them (one
+    request for the flavors, one per private reservation flavor).
+    """
+    found = []
+    for flavor in compute_client.list_flavors():
+        reservation = flavor['extra_specs'].get(checks.FLAVOR_SPEC)
+        if reservation is None:
+            continue
+        access = None if flavor['is_public'] else \
+            compute_client.list_flavor_access(flavor['id'])
+        found.append({'id': flavor['id'], 'is_public': flavor['is_public'],
+                      'reservation': reservation, 'access': access})
+    return found
 
 
 def _add_hints(state, compute_client):

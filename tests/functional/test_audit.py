@@ -130,6 +130,39 @@ class AuditTest(test_host_bystanders._ForcedBootMixin,
         self.assertEqual(['free_pool_server'],
                          self._checks(self._audit()))
 
+    def test_instance_reservation_flavor_belongs_to_its_project(self):
+        # flavor_owner: the reservation's private flavor is given to its
+        # project while the lease runs, to nobody else, and goes at the
+        # end; an operator who gives it to another project is told.
+        from nova_lease.plugins.flavor import plugin as flavor_plugin
+
+        self._register('host3')
+        lease = self._create(self._lease_body(
+            'now', self._at(hours=2), reservations=[{
+                'resource_type': 'virtual:instance', 'amount': 1,
+                'vcpus': 1, 'memory_mb': 1024, 'disk_gb': 10,
+                'affinity': None}]))
+        [res] = lease['reservations']
+        engine, _plugin = self._engine()
+        engine.plugins[flavor_plugin.RESOURCE_TYPE] = (
+            flavor_plugin.FlavorPlugin(engine.conf))
+        engine.process_due()
+        self.assertEqual([], self._audit())
+        self.admin_api.api_post(
+            '/flavors/%s/action' % res['id'],
+            {'addTenantAccess': {'tenant': test_lease_api.OTHER_PROJECT}})
+        [finding] = self._audit()
+        self.assertEqual('flavor_owner', finding.check)
+        self.assertIn(test_lease_api.OTHER_PROJECT, finding.message)
+        self.admin_api.api_post(
+            '/flavors/%s/action' % res['id'],
+            {'removeTenantAccess': {'tenant': test_lease_api.OTHER_PROJECT}})
+        self.assertEqual([], self._audit())
+        # Over: the engine's end deleted the flavor.
+        self.clock.advance(hours=2)
+        engine.process_due()
+        self.assertEqual([], self._audit())
+
     def test_server_forced_into_the_free_pool(self):
         self._register('host3')
         server = self._boot_forced('host3', 'intruder')

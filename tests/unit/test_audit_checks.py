@@ -354,3 +354,44 @@ class ServicesTest(testtools.TestCase):
         # Shelved away: it holds no host.
         server['status'] = 'SHELVED_OFFLOADED'
         self.assertEqual({}, self._found(state))
+
+
+class FlavorOwnerTest(testtools.TestCase):
+    """flavor_owner: an instance reservation's flavor is its project's."""
+
+    def _check(self, status='ACTIVE', end=3, **flavor):
+        lease = _lease('l1', status=status, start=-1, end=end,
+                       reservations=[_res('r1', rtype=types.SLOTS,
+                                          status='active')])
+        item = {'id': 'r1', 'reservation': 'r1', 'is_public': False,
+                'access': ['p1']}
+        item.update(flavor)
+        return checks.check_flavors(_state(leases=[lease], flavors=[item]))
+
+    def test_the_projects_private_flavor(self):
+        self.assertEqual([], self._check())
+        self.assertEqual([], self._check(status='PENDING', access=[]))
+
+    def test_not_read_is_not_checked(self):
+        self.assertEqual([], checks.check_flavors(_state()))
+
+    def test_public_or_given_to_another_project(self):
+        [finding] = self._check(is_public=True, access=None)
+        self.assertEqual('flavor_owner', finding.check)
+        self.assertIn('is public', finding.message)
+        [finding] = self._check(access=['p1', 'p2'])
+        self.assertIn('is given to project(s) p2', finding.message)
+
+    def test_started_lease_without_its_flavor(self):
+        [finding] = self._check(access=[])
+        self.assertIn('not given to the project', finding.message)
+
+    def test_flavor_outlives_its_lease(self):
+        self.assertEqual([], self._check(status='TERMINATED', end=0,
+                                         access=[]))
+        [finding] = self._check(status='TERMINATED', end=-1, access=[])
+        self.assertIn('outlives its reservation', finding.message)
+        [finding] = checks.check_flavors(_state(flavors=[
+            {'id': 'x', 'reservation': 'gone', 'is_public': False,
+             'access': []}]))
+        self.assertIn('outlives', finding.message)
