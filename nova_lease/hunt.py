@@ -121,7 +121,8 @@ def choose(candidates, needed, can_move, cold=False):
     reason = ('%d more host(s) needed, %d compute host(s) could be emptied'
               % (needed, len(taken)))
     if not candidates:
-        reason += ('; no compute host is a candidate (each holds a '
+        reason += ('; no compute host is a candidate (each is outside '
+                   '[nova_lease] best_effort_aggregate, holds a '
                    'lease\'s promise or leased servers, is reservable, or '
                    'does not match the request)')
     if refused:

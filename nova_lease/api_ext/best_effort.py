@@ -48,11 +48,15 @@ def _leased_servers(session):
         admission.DEAD_LEASES, types.SERVER_TYPES)}
 
 
-def _candidates(ctx, session, compute, request, start, stop, taken):
+def _candidates(ctx, conf, session, compute, request, start, stop, taken):
     registered = db_api.registered_hostnames(session)
     services = set(registered.values())
+    # Only the hosts the operator opted in: never any compute host.
+    opted_in = nova_hosts.aggregate_hosts(
+        ctx, conf.nova_lease.best_effort_aggregate)
     hosts = [h for h in compute
-             if h.name not in registered and h.service_host not in services
+             if h.service_host in opted_in
+             and h.name not in registered and h.service_host not in services
              and not h.freepool and h.name not in taken]
     busy = {host for host, _rid in db_api.allocation_busy(
         session, [h.name for h in hosts], start, stop)}
@@ -90,8 +94,8 @@ def hunter(ctx, conf, start, stop, inventory=None):
 
     def hunt_hosts(session, field, request, needed, taken):
         plan = admission.MovePlan(session, conf, inventory=inventory)
-        candidates = _candidates(ctx, session, plan.compute, request,
-                                 start, stop, taken)
+        candidates = _candidates(ctx, conf, session, plan.compute,
+                                 request, start, stop, taken)
 
         def can_move(servers, hosts):
             return plan.check(

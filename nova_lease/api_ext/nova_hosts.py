@@ -199,6 +199,16 @@ def wake(ctx, service_host):
     return True
 
 
+def aggregate_hosts(ctx, name):
+    """The compute service hosts of the aggregate ``name`` (an empty set
+    when ``name`` is empty or no aggregate has it).
+    """
+    if not name:
+        return set()
+    aggregate = _find_aggregate(ctx.elevated(), name)
+    return set(aggregate.hosts or ()) if aggregate is not None else set()
+
+
 def aggregates_of(ctx, service_host):
     """Names of the aggregates that hold the host."""
     return sorted(a.name for a in _api('aggregate').get_aggregates_by_host(

@@ -129,6 +129,27 @@ lease_params retries or the lease API's retries); more is a 400.
 The type of a lease that does not name one (the lease API's lease_type,
 lease_params type). best_effort is never a default: a lease asks for it.
 """),
+    cfg.BoolOpt('best_effort_enabled',
+                default=False,
+                help="""
+Whether the lease API takes best_effort host leases, which empty ordinary
+compute hosts by migrating other projects' unleased servers away. Off by
+default: a best_effort lease is then a 400 naming lease_type. On, creating
+one also needs the policy rule nova_lease:leases:create:best_effort
+(admin-only by default), and only the hosts of best_effort_aggregate are
+ever emptied.
+"""),
+    cfg.StrOpt('best_effort_aggregate',
+               default=None,
+               help="""
+The name of the Nova host aggregate whose compute hosts a best_effort host
+lease may empty (migrate their servers away) and take. Never any other
+compute host: unset, or an aggregate that does not exist or is empty, no
+host is a candidate and a best_effort lease that needs one is a 409. A host
+of this aggregate is still left out when it is disabled, down, in another
+aggregate that dedicates it to projects (filter_tenant_id metadata), locked
+servers run on it, or it holds a promise (doc/source/admin/best-effort.rst).
+"""),
     cfg.IntOpt('best_effort_timeout',
                default=60,
                min=1,

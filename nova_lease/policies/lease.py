@@ -19,6 +19,7 @@ LIST = 'nova_lease:leases:list'
 LIST_ALL = 'nova_lease:leases:list_all'
 SHOW = 'nova_lease:leases:show'
 CREATE = 'nova_lease:leases:create'
+CREATE_BEST_EFFORT = 'nova_lease:leases:create:best_effort'
 UPDATE = 'nova_lease:leases:update'
 DELETE = 'nova_lease:leases:delete'
 CREATE_SERVER = 'nova_lease:leases:create_server'
@@ -49,6 +50,18 @@ rules = [
                     'the lease a reserved=True boot creates).',
         operations=[{'method': 'POST', 'path': _COLLECTION},
                     {'method': 'POST', 'path': '/v2.1/servers'}],
+        scope_types=['project']),
+    policy.DocumentedRuleDefault(
+        name=CREATE_BEST_EFFORT, check_str=base.ADMIN,
+        description="Create a best_effort host lease (lease_type "
+                    "best_effort), which live- or cold-migrates other "
+                    "projects' unleased servers off the compute hosts of "
+                    "[nova_lease] best_effort_aggregate (checked after "
+                    "nova_lease:leases:create; [nova_lease] "
+                    "best_effort_enabled must be on). Admin-only, as Nova's "
+                    "os_compute_api:os-migrate-server:migrate_live and "
+                    "os_compute_api:os-migrate-server:migrate are.",
+        operations=[{'method': 'POST', 'path': _COLLECTION}],
         scope_types=['project']),
     policy.DocumentedRuleDefault(
         name=UPDATE, check_str=base.PROJECT_MEMBER_OR_ADMIN,

@@ -42,6 +42,12 @@ TINY, MEDIUM = '1', '3'
 
 class BestEffortMixin(test_host_reservation.HostLeaseMixin):
 
+    #: The aggregate of [nova_lease] best_effort_aggregate.
+    HUNTING = 'best-effort'
+    #: Hosts put in it at setUp (None: every host but host1, which the
+    #: tests register).
+    OPTED_IN = None
+
     def setUp(self):
         super().setUp()
         self.other = api_client.TestOpenStackClient(
@@ -49,6 +55,29 @@ class BestEffortMixin(test_host_reservation.HostLeaseMixin):
             project_id=test_lease_api.OTHER_PROJECT,
             roles=['reader', 'member', 'admin'])
         self.other.microversion = 'latest'
+        self.flags(best_effort_enabled=True,
+                   best_effort_aggregate=self.HUNTING, group='nova_lease')
+        opted_in = self.OPTED_IN
+        if opted_in is None:
+            opted_in = sorted(h for h in self.COMPUTES if h != 'host1')
+        self._opt_in(*opted_in)
+
+    def _opt_in(self, *hosts, name=None, metadata=None):
+        """Put hosts in an aggregate (the best-effort one by default)."""
+        name = name or self.HUNTING
+        aggregate = self._aggregate(name)
+        if aggregate is None:
+            aggregate = self.admin_api.api_post('/os-aggregates', {
+                'aggregate': {'name': name}}).body['aggregate']
+        for host in hosts:
+            self.admin_api.api_post(
+                '/os-aggregates/%s/action' % aggregate['id'],
+                {'add_host': {'host': host}})
+        if metadata:
+            self.admin_api.api_post(
+                '/os-aggregates/%s/action' % aggregate['id'],
+                {'set_metadata': {'metadata': metadata}})
+        return aggregate
 
     def _server_on(self, host, name, flavor=TINY):
         """A server of another project, forced onto host (no lease)."""
@@ -60,11 +89,15 @@ class BestEffortMixin(test_host_reservation.HostLeaseMixin):
         self.assertEqual(host, server['OS-EXT-SRV-ATTR:host'])
         return server
 
-    def _best_effort(self, count, status=201, name='hunt'):
+    def _best_effort(self, count, status=201, name='hunt', api=None):
+        """A best-effort lease, by an admin of the project unless ``api``
+        (the rule nova_lease:leases:create:best_effort is admin-only).
+        """
         return self._create(self._lease_body(
             'now', self._at(hours=2), name=name,
             reservations=[self._host_res(count)],
-            lease_type='best_effort'), status=status)
+            lease_type='best_effort'), status=status,
+            api=api or self.admin_api)
 
     def _settled(self, server):
         """The server as Nova shows it: ACTIVE, no task, its host."""
@@ -128,10 +161,12 @@ class BestEffortTest(BestEffortMixin, base.LeaseFunctionalBase):
         self.assertEqual('TERMINATED', self._lease(lease['id'])['status'])
         self.assertEqual(['host1'], self._aggregate('freepool')['hosts'])
         self.assertIsNone(self._aggregate(host_plugin.aggregate_name(rid)))
-        # The emptied host is back in the cloud: in no aggregate.
+        # The emptied host is back in the cloud: in no aggregate but the
+        # operator's best-effort one.
         for aggregate in self.admin_api.api_get('/os-aggregates').body[
                 'aggregates']:
-            self.assertNotIn(others[0], aggregate['hosts'])
+            if aggregate['name'] != self.HUNTING:
+                self.assertNotIn(others[0], aggregate['hosts'])
 
     def test_enough_free_hosts_is_an_immediate_start(self):
         self._register('host1')
@@ -159,7 +194,7 @@ class BestEffortTest(BestEffortMixin, base.LeaseFunctionalBase):
                                       'memory_mb': 512, 'disk_gb': 1,
                                       'affinity': False}]),
                  'host reservations (physical:host) only')):
-            body = self._create(body, status=400)
+            body = self._create(body, status=400, api=self.admin_api)
             self.assertIn(message, body['error_message'])
         error = self.assertRaises(
             api_client.OpenStackApiException, self._boot,
@@ -306,3 +341,67 @@ class BestEffortTimeoutTest(BestEffortMixin, base.LeaseFunctionalBase):
         self.assertEqual('ACTIVE', lease['status'], lease['status_reason'])
         self.assertNotIn(self._settled(stuck), ('host1', 'host2', 'host3'))
         self.assertGreater(faults.faults['live'], 0)
+
+
+class BestEffortAdmissionTest(BestEffortMixin, base.LeaseFunctionalBase):
+    """Who may ask for a best-effort lease, and which hosts it may empty
+    (issue 28: F1, F3, F4).
+    """
+
+    COMPUTES = {'host1': HOST, 'host2': HOST, 'host3': HOST, 'host4': HOST}
+    OPTED_IN = ('host3', 'host4')
+
+    def _nothing_happened(self, *servers):
+        self.assertEqual([], db_api.lease_list(self.lease_db))
+        self.assertEqual([], db_api.allocation_list(self.lease_db))
+        for server, host in servers:
+            self.assertEqual(host, self._settled(server))
+
+    def test_f1_member_cannot_create_a_best_effort_lease(self):
+        self._register('host1')
+        bystander = self._server_on('host3', 'bystander')
+        body = self._best_effort(2, status=403, api=self.api)
+        self.assertIn('nova_lease:leases:create:best_effort',
+                      body['error_message'])
+        self._nothing_happened((bystander, 'host3'))
+        # An operator may grant it (Nova's policy file).
+        self.set_policy({'nova_lease:leases:create:best_effort':
+                         'rule:project_member_or_admin'})
+        lease = self._best_effort(2, api=self.api)
+        self.assertEqual('IN_PROGRESS', lease['status'])
+
+    def test_f1_off_unless_enabled(self):
+        self.flags(best_effort_enabled=False, group='nova_lease')
+        self._register('host1')
+        bystander = self._server_on('host3', 'bystander')
+        body = self._best_effort(2, status=400)
+        self.assertIn('best_effort_enabled', body['error_message'])
+        self._nothing_happened((bystander, 'host3'))
+
+    def test_f1_only_hosts_of_the_opted_in_aggregate(self):
+        self._register('host1')
+        # host2 is the cheapest to empty, but not opted in.
+        cheap = self._server_on('host2', 'cheap')
+        crowd = [self._server_on('host3', 'crowd-%d' % i) for i in range(2)]
+        lease = self._best_effort(2)
+        self.assertEqual(['host1', 'host4'], self._hosts_of(lease))
+        self.api.api_delete(PREFIX + '/leases/%s' % lease['id'])
+        self.engine.process_due()
+        # No aggregate named: no candidate at all, whatever runs where.
+        self.flags(best_effort_aggregate=None, group='nova_lease')
+        body = self._best_effort(2, status=409, name='none')
+        self.assertIn('best_effort_aggregate', body['error_message'])
+        self.flags(best_effort_aggregate='no-such-aggregate',
+                   group='nova_lease')
+        self._best_effort(2, status=409, name='missing')
+        self.assertEqual('host2', self._settled(cheap))
+        for server in crowd:
+            self.assertEqual('host3', self._settled(server))
+
+    def test_f1_hunted_hosts_count_against_max_promised_hosts(self):
+        self.flags(max_promised_hosts=1, group='nova_lease_enforcement')
+        self._register('host1')
+        bystander = self._server_on('host3', 'bystander')
+        body = self._best_effort(2, status=403)
+        self.assertIn('max_promised_hosts', body['error_message'])
+        self._nothing_happened((bystander, 'host3'))

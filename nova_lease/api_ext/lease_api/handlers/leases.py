@@ -141,6 +141,15 @@ def create_lease(req, ctx, body):
     lease_type, retries = lease_types.effective(params, opts)
     hunt = None
     if lease_type == lease_types.BEST_EFFORT:
+        if not opts.best_effort_enabled:
+            raise lease_params.LeaseParamError(
+                'lease_type', 'unsupported', "'lease_type': best_effort "
+                "leases are not enabled on this cloud ([nova_lease] "
+                "best_effort_enabled)")
+        # Other projects' servers are migrated for it: admin-granted.
+        policy.authorize(ctx, lease_policies.CREATE_BEST_EFFORT,
+                         {'project_id': ctx.project_id,
+                          'user_id': ctx.user_id})
         if not items or not all(i.type.best_effort for i in items):
             raise lease_params.LeaseParamError(
                 'lease_type', 'unsupported', "'lease_type': best_effort "
