@@ -21,7 +21,10 @@ Blazar's instance reservations (now or later) and boots with their
 flavors (several servers in one request too), reservation updates and
 date changes of every kind of lease, server deletes, lease deletes,
 early ends, extensions, shelve and unshelve, cold migrations, the
-engine's idle-host pass (the idle action is on), clock advances; after
+engine's idle-host pass (the idle action is on), an operator's
+best-effort host leases (on, over an aggregate of two compute hosts: the
+engine empties them by live migration), their DELETE while they hunt,
+engine restarts (hunts in flight or not), clock advances; after
 each step Nova is let
 settle, the compute hook's reconcile pass and the engine run (what
 nova-lease-engine does between two steps), and ``nova-lease-manage
@@ -45,6 +48,12 @@ from tests.functional import test_lease_api
 
 PREFIX = test_lease_api.PREFIX
 HOSTS = {'host%d' % i: (2, 4096, 40) for i in range(1, 5)}
+#: Ordinary compute hosts the operator opts in to best-effort hunts (the
+#: walk never registers them) and the aggregate that names them.
+BEST_EFFORT_HOSTS = ('host1', 'host2')
+BEST_EFFORT_AGGREGATE = 'soak-best-effort'
+#: The project of the operators' best-effort leases.
+OPS_PROJECT = 'a0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5'
 DURATIONS = (30, 60, 120, 180)
 MAX_SERVERS = 24
 _SETTLED = ('ACTIVE', 'SHUTOFF', 'ERROR', 'SHELVED_OFFLOADED',
@@ -74,6 +83,19 @@ class SoakCase(test_lease_api.LeaseAPIMixin,
         # when it can).
         self._register(sorted(HOSTS)[-1])
         self.other_api = self._other_api()
+        # Best-effort leases: on, for an operators' project, on the
+        # hosts of one aggregate.
+        self.flags(best_effort_enabled=True,
+                   best_effort_aggregate=BEST_EFFORT_AGGREGATE,
+                   group='nova_lease')
+        self.ops_api = api_client.TestOpenStackClient(
+            'operator', self.api_fixture.base_url, project_id=OPS_PROJECT,
+            roles=['reader', 'member', 'admin'])
+        self.ops_api.microversion = self.api.microversion
+        aggregate = self.admin_api.post_aggregate(
+            {'aggregate': {'name': BEST_EFFORT_AGGREGATE}})
+        for host in BEST_EFFORT_HOSTS:
+            self.admin_api.add_host_to_aggregate(aggregate['id'], host)
         # The same microversion as the owner's client (networks 'none').
         self.other_api.microversion = self.api.microversion
         self.audit_conf = self.engine.conf
@@ -92,7 +114,16 @@ class SoakCase(test_lease_api.LeaseAPIMixin,
         overrides.setdefault('idle_host_action', 'disable')
         overrides.setdefault('idle_host_min_hours', 1)
         overrides.setdefault('idle_host_wake_minutes', 30)
+        overrides.setdefault('best_effort_enabled', True)
+        overrides.setdefault('best_effort_aggregate', BEST_EFFORT_AGGREGATE)
         return super()._engine(**overrides)
+
+    def restart_engine(self):
+        """The engine process dies and another starts (its claims expire
+        on their own, as a dead process's do).
+        """
+        self.engine.close()
+        self.engine = self._engine()
 
 
 class Walk(object):
@@ -115,6 +146,8 @@ class Walk(object):
             (3, self.instance_reservation), (3, self.boot_reserved_flavor),
             (3, self.update_reservation), (3, self.change_dates),
             (2, self.idle_pass),
+            (3, self.best_effort), (2, self.delete_hunting),
+            (1, self.restart_engine),
             (5, self.delete_server), (3, self.delete_lease),
             (3, self.end_early), (3, self.extend),
             (3, self.shelve), (3, self.unshelve), (2, self.migrate),
@@ -213,7 +246,8 @@ class Walk(object):
     def register_host(self):
         registered = {h['hypervisor_hostname']
                       for h in db_api.host_list(self.case.lease_db)}
-        host = self._pick(sorted(set(HOSTS) - registered))
+        host = self._pick(sorted(set(HOSTS) - registered -
+                                 set(BEST_EFFORT_HOSTS)))
         if host is None or len(registered) >= 2:
             return 'skip'
         return self._call(self.case.admin_api.api_post,
@@ -317,6 +351,40 @@ class Walk(object):
             body = {'end_date': _fmt(end)}
         return self._call(self.case.api.api_put,
                           PREFIX + '/leases/%s' % lease['id'], body)
+
+    def _best_effort_body(self):
+        end = _fmt(self.now + datetime.timedelta(
+            minutes=self._pick(DURATIONS)))
+        return self.case._lease_body(
+            'now', end, name='hunt', lease_type='best_effort',
+            reservations=[self.case._host_res(self._pick((1, 1, 2)))])
+
+    def best_effort(self):
+        """An operator's best-effort host lease: free reservable hosts,
+        then opted-in compute hosts emptied by live migration.
+        """
+        return self._call(self.case.ops_api.api_post, PREFIX + '/leases',
+                          self._best_effort_body())
+
+    def delete_hunting(self):
+        """DELETE of a best-effort lease while it hunts: one that is
+        IN_PROGRESS, or one created just now (before the engine acts).
+        """
+        lease = self._pick(self._leases(('IN_PROGRESS',)))
+        if lease is None:
+            created = self._call(self.case.ops_api.api_post,
+                                 PREFIX + '/leases', self._best_effort_body())
+            if created is None:
+                return None
+            lease = created.body['lease']
+        return self._call(self.case.ops_api.api_delete,
+                          PREFIX + '/leases/%s' % lease['id'])
+
+    def restart_engine(self):
+        """The engine dies and another starts, hunts in flight or not."""
+        hunting = len(self._leases(('IN_PROGRESS',)))
+        self.case.restart_engine()
+        return hunting
 
     def idle_pass(self):
         """The engine's idle-host pass (the idle action is on)."""
