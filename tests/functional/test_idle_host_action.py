@@ -153,6 +153,55 @@ class IdleHostActionTest(test_host_reservation.HostLeaseMixin,
         server = self._boot_hinted(lease['reservations'][0]['id'])
         self.assertEqual('host1', server['OS-EXT-SRV-ATTR:host'])
 
+    def test_lease_started_between_the_read_and_the_disable_keeps_its_host(
+            self):
+        # I1: the pass reads the calendar (host1 idle for good), then,
+        # before it acts, a lease is created on host1 and started (its
+        # start finds host1 enabled: nothing to wake). The pass looks
+        # again under the host's lock and leaves host1 enabled.
+        self._register('host1')
+        self._operator_disables('host2')
+        self._operator_disables('host3')
+        passes = self.engine.idle_hosts
+        real = passes._disable
+        leases = []
+
+        def lease_between_read_and_action(*args, **kwargs):
+            if not leases:
+                leases.append(self._create(self._lease_body(
+                    'now', self._at(hours=1))))
+                self.assertEqual(1, self.engine.process_due())
+                self.assertEqual('ACTIVE',
+                                 self._lease(leases[0]['id'])['status'])
+            return real(*args, **kwargs)
+
+        with mock.patch.object(passes, '_disable',
+                               lease_between_read_and_action):
+            self.assertEqual({}, self._pass())
+        self.assertEqual(1, len(leases))
+        self.assertEqual(('enabled', None), self._state()['host1'])
+        self.assertEqual([], self.notified.hosts)
+        self.assertEqual(0, passes.stats['disabled'])
+        # The owner's boot lands on its host at once (no pass needed).
+        server = self._boot_hinted(leases[0]['reservations'][0]['id'])
+        self.assertEqual('host1', server['OS-EXT-SRV-ATTR:host'])
+
+    def test_start_wakes_its_host_with_the_action_off_here(self):
+        # I1: a start always leaves its hosts enabled, also on an engine
+        # whose own idle action is off (another engine's pass disabled
+        # the host).
+        self._register('host1')
+        self._operator_disables('host2')
+        self._operator_disables('host3')
+        self.assertEqual({'host1': 'disabled'}, self._pass())
+        engine, _plugin = self._engine(idle_host_action='none')
+        lease = self._create(self._lease_body('now', self._at(hours=1)))
+        self.assertEqual(1, engine.process_due())
+        self.assertEqual('ACTIVE', self._lease(lease['id'])['status'])
+        self.assertEqual(('enabled', None), self._state()['host1'])
+        server = self._boot_hinted(lease['reservations'][0]['id'])
+        self.assertEqual('host1', server['OS-EXT-SRV-ATTR:host'])
+
     def test_turned_off_enables_what_it_disabled(self):
         self._register('host1')
         self._register('host2')
