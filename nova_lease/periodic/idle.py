@@ -24,8 +24,10 @@ at the registered hosts of the free pool:
 * a host the engine disabled is enabled again when its next promise is
   within ``idle_host_wake_minutes``, when something is promised on it
   now, or when it is no longer a registered free-pool host
-  (``host.idle.enable``). The host plugin also enables a host it starts
-  a lease on, whatever the time of the last pass.
+  (``host.idle.enable``). The host and flavor:instance plugins also
+  enable the hosts they start a reservation on, whatever the time of
+  the last pass (:func:`wake_host`), and nova-api those of instance
+  slots booked to start within ``idle_host_wake_minutes``.
 
 A nova-compute service that runs several compute nodes (Ironic, vCenter)
 is disabled only when every node of it (Nova's hypervisors) is a
