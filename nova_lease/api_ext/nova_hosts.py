@@ -194,7 +194,7 @@ def wake(ctx, service_host):
     service.disabled = False
     service.disabled_reason = None
     _api('host').service_update(ctx, service)
-    LOG.info('Enabled host %s that was idle: a started lease takes it',
+    LOG.info('Enabled host %s that was idle: a lease needs it',
              service_host)
     return True
 

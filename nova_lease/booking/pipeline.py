@@ -137,7 +137,7 @@ def create(db, booking, caller=None):
         for item in booking.items:
             item.type.prepare(caller, booking, item)
             prepared.append(item)
-        return _book(db, booking)
+        lease = _book(db, booking)
     except Exception:
         for item in reversed(prepared):
             try:
@@ -146,6 +146,24 @@ def create(db, booking, caller=None):
                 LOG.exception('Could not undo what %s made in Nova for a '
                               'refused lease', item.field)
         raise
+    after_create(caller, booking, lease)
+    return lease
+
+
+def after_create(caller, booking, lease):
+    """After :func:`create` committed: what Nova is told (each type's
+    ``after_create``; nothing without a ``caller.nova``). The lease is
+    booked: a failure here is logged, not raised.
+    """
+    if caller is None or caller.nova is None:
+        return
+    for kind in types.by_order(i.type.name for i in booking.items):
+        try:
+            kind.after_create(caller, booking, lease)
+        except Exception:
+            LOG.exception('Lease %(lease)s is booked, but what its %(type)s '
+                          'reservations tell Nova after the booking failed',
+                          {'lease': lease['id'], 'type': kind.name})
 
 
 @db_api.retry_on_deadlock

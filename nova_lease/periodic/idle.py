@@ -24,8 +24,10 @@ at the registered hosts of the free pool:
 * a host the engine disabled is enabled again when its next promise is
   within ``idle_host_wake_minutes``, when something is promised on it
   now, or when it is no longer a registered free-pool host
-  (``host.idle.enable``). The host plugin also enables a host it starts
-  a lease on, whatever the time of the last pass.
+  (``host.idle.enable``). The host and flavor:instance plugins also
+  enable the hosts they start a reservation on, whatever the time of
+  the last pass (:func:`wake_host`), and nova-api those of instance
+  slots booked to start within ``idle_host_wake_minutes``.
 
 A nova-compute service that runs several compute nodes (Ironic, vCenter)
 is disabled only when every node of it (Nova's hypervisors) is a
@@ -41,7 +43,12 @@ start enables the hosts it disabled before (the action was turned off).
 Several engines may run the pass at once: each looks at the service
 again just before it acts and acts only if it is still as the pass saw
 it, so a host is disabled (and notified) once, but for a race of a few
-milliseconds between two engines.
+milliseconds between two engines. Before it disables a service, the pass
+takes the locks of its hosts (nova_lease.db.locks, those every booking
+of them takes) and decides again from the side database as it is then:
+a lease booked, or booked and started, since the pass read keeps its
+host enabled, and one booked after the disable finds it disabled and
+wakes it (its start, or the next pass).
 
 :func:`decide` is the rule, pure; :class:`IdleHosts` reads the side
 database and Nova and acts.
@@ -273,7 +280,9 @@ class IdleHosts(object):
             host = decided[min(decided)][0]
             if what == 'disable':
                 if self._disable(client, host, service_host, until,
-                                 wake_at, why):
+                                 wake_at, why, now=now, names=sorted(decided),
+                                 in_pool=in_pool,
+                                 nodes=nodes.get(service_host)):
                     done.update((name, 'disabled') for name in decided)
             elif what == 'enable':
                 if self._enable(client, host, service_host, until,
@@ -307,28 +316,67 @@ class IdleHosts(object):
             send(event_type, host, reason, idle_until=until,
                  wake_at=wake_at)
 
-    def _disable(self, client, host, service_host, until, wake_at, why):
+    def _disable(self, client, host, service_host, until, wake_at, why,
+                 now=None, names=None, in_pool=None, nodes=None):
         servers = client.list_servers(all_projects=True, host=service_host)
         if servers:
             LOG.debug('Host %(host)s is idle but runs %(n)d server(s): '
                       'left enabled', {'host': service_host,
                                        'n': len(servers)})
             return False
-        # Look again just before acting: another engine, or an operator,
-        # may have changed it since the list.
-        service = client.get_compute_service(service_host)
-        if service is None or service.get('status') != 'enabled':
-            return False
-        reason = '%s: %s' % (REASON_PREFIX, why)
-        if wake_at is not None:
-            reason += ', enabled again at %s' % _iso(wake_at)
-        client.disable_service(service['id'], reason[:255])
+        names = names or [host['hypervisor_hostname']]
+        with self.db.writer() as session:
+            # Decide again under the hosts' locks, the ones every booking
+            # of them takes (nova_lease.db.locks): a lease booked (and
+            # maybe started) since the pass read the calendar is seen, and
+            # none can be booked on them until the service is disabled
+            # (one booked after finds it disabled: its start wakes it).
+            db_api.lock_hosts(session, names)
+            # Another engine, or an operator, may have changed the
+            # service since the list.
+            service = client.get_compute_service(service_host)
+            if service is None or service.get('status') != 'enabled':
+                return False
+            what, until, wake_at, why = self._decide_again(
+                session, service, now or timeutils.utcnow(), names,
+                service_host, in_pool, nodes)
+            if what != 'disable':
+                LOG.info('Host %(host)s is no longer idle (booked since '
+                         'the pass looked): left enabled',
+                         {'host': service_host})
+                return False
+            reason = '%s: %s' % (REASON_PREFIX, why)
+            if wake_at is not None:
+                reason += ', enabled again at %s' % _iso(wake_at)
+            client.disable_service(service['id'], reason[:255])
         self.stats['disabled'] += 1
         LOG.info('Disabled idle host %(host)s (%(reason)s)',
                  {'host': service_host, 'reason': reason})
         self._notify(notifications.HOST_IDLE_DISABLE, host, reason, until,
                      wake_at)
         return True
+
+    def _decide_again(self, session, service, now, names, service_host,
+                      in_pool, nodes):
+        """:func:`decide_service` for the nodes ``names`` of one service,
+        from the side database as ``session`` (holding their locks) sees
+        it now.
+        """
+        registered = {h['hypervisor_hostname']: h
+                      for h in db_api.host_list(session, hostnames=names)}
+        bookings = {}
+        for a in db_api.allocation_list(session, hosts=names, start=now):
+            bookings.setdefault(a['host'], []).append((a['start_date'],
+                                                       a['end_date']))
+        decisions = {}
+        for name in names:
+            row = registered.get(name)
+            eligible = (row is not None and row.get('reservable', True) and
+                        (in_pool is None or service_host in in_pool))
+            decisions[name] = decide(now, bookings.get(name, ()), service,
+                                     eligible, self.opts.idle_host_min_hours,
+                                     self.opts.idle_host_wake_minutes)
+        return decide_service(decisions, nodes)
 
     def _enable(self, client, host, service_host, until, wake_at, why):
         if not enable_ours(client, service_host):

@@ -198,6 +198,9 @@ class ReservationType(object):
     def after_insert(self, session, booking, lease):
         """After the lease's rows are written (same transaction)."""
 
+    def after_create(self, caller, booking, lease):
+        """After the booking committed: tell Nova (``caller.nova``)."""
+
     # -- date changes -------------------------------------------------------
 
     def move(self, session, conf, lease, reservations, start, end, now):

@@ -23,6 +23,7 @@ from oslo_utils import importutils
 
 from nova_lease.periodic import idle
 from tests.functional import base
+from tests.functional import test_flavor_reservation
 from tests.functional import test_host_reservation
 
 PREFIX = test_host_reservation.PREFIX
@@ -148,6 +149,55 @@ class IdleHostActionTest(test_host_reservation.HostLeaseMixin,
         # enables the host before it starts the lease.
         lease = self._create(self._lease_body('now', self._at(hours=1)))
         self.assertEqual(1, self.engine.process_due())
+        self.assertEqual('ACTIVE', self._lease(lease['id'])['status'])
+        self.assertEqual(('enabled', None), self._state()['host1'])
+        server = self._boot_hinted(lease['reservations'][0]['id'])
+        self.assertEqual('host1', server['OS-EXT-SRV-ATTR:host'])
+
+    def test_lease_started_between_the_read_and_the_disable_keeps_its_host(
+            self):
+        # I1: the pass reads the calendar (host1 idle for good), then,
+        # before it acts, a lease is created on host1 and started (its
+        # start finds host1 enabled: nothing to wake). The pass looks
+        # again under the host's lock and leaves host1 enabled.
+        self._register('host1')
+        self._operator_disables('host2')
+        self._operator_disables('host3')
+        passes = self.engine.idle_hosts
+        real = passes._disable
+        leases = []
+
+        def lease_between_read_and_action(*args, **kwargs):
+            if not leases:
+                leases.append(self._create(self._lease_body(
+                    'now', self._at(hours=1))))
+                self.assertEqual(1, self.engine.process_due())
+                self.assertEqual('ACTIVE',
+                                 self._lease(leases[0]['id'])['status'])
+            return real(*args, **kwargs)
+
+        with mock.patch.object(passes, '_disable',
+                               lease_between_read_and_action):
+            self.assertEqual({}, self._pass())
+        self.assertEqual(1, len(leases))
+        self.assertEqual(('enabled', None), self._state()['host1'])
+        self.assertEqual([], self.notified.hosts)
+        self.assertEqual(0, passes.stats['disabled'])
+        # The owner's boot lands on its host at once (no pass needed).
+        server = self._boot_hinted(leases[0]['reservations'][0]['id'])
+        self.assertEqual('host1', server['OS-EXT-SRV-ATTR:host'])
+
+    def test_start_wakes_its_host_with_the_action_off_here(self):
+        # I1: a start always leaves its hosts enabled, also on an engine
+        # whose own idle action is off (another engine's pass disabled
+        # the host).
+        self._register('host1')
+        self._operator_disables('host2')
+        self._operator_disables('host3')
+        self.assertEqual({'host1': 'disabled'}, self._pass())
+        engine, _plugin = self._engine(idle_host_action='none')
+        lease = self._create(self._lease_body('now', self._at(hours=1)))
+        self.assertEqual(1, engine.process_due())
         self.assertEqual('ACTIVE', self._lease(lease['id'])['status'])
         self.assertEqual(('enabled', None), self._state()['host1'])
         server = self._boot_hinted(lease['reservations'][0]['id'])
@@ -293,3 +343,73 @@ class MultiNodeIdleHostTest(test_host_reservation.HostLeaseMixin,
         # Without a node: every node of the service (as before).
         self.assertEqual([server['id']], [
             s.id for s in nova_hosts.servers_to_move(ctx, 'ironic')])
+
+
+class InstanceReservationIdleHostTest(
+        test_flavor_reservation.FlavorLeaseMixin, base.LeaseFunctionalBase):
+    """I2: Blazar's instance reservations (``virtual:instance``,
+    ``flavor:instance``) have slots on registered hosts of the free pool,
+    which the idle action disables when nothing is promised there: their
+    start, and a booking that starts within ``idle_host_wake_minutes``,
+    wake the hosts the slots are on.
+    """
+
+    CLOCK_START = datetime.datetime(2030, 1, 1, 12, 0, 0)
+
+    def setUp(self):
+        super().setUp()
+        self.engine, self.plugin = self._engine(
+            idle_host_action='disable', idle_host_min_hours=1,
+            idle_host_wake_minutes=30)
+
+    def _state(self):
+        return {s['host']: (s['status'], s['disabled_reason'])
+                for s in self.admin_api.api_get(
+                    '/os-services?binary=nova-compute').body['services']}
+
+    def _slot_lease(self, start, end):
+        lease = self._create(self._lease_body(start, end, reservations=[
+            self._instance_res(1)]))
+        [host] = self._hosts_of(lease)
+        return lease, host
+
+    def test_start_wakes_the_slot_host(self):
+        self.assertEqual({'host1': 'disabled', 'host2': 'disabled'},
+                         self.engine.idle_hosts.run_pass())
+        # Booked three hours ahead: its host stays disabled (idle until
+        # 14:30).
+        lease, host = self._slot_lease('2030-01-01 15:00',
+                                       '2030-01-01 16:00')
+        self.assertEqual('disabled', self._state()[host][0])
+        self.assertEqual({}, self.engine.idle_hosts.run_pass())
+        # No pass ran since (a long idle_host_interval, or a pass that
+        # failed): the start itself wakes the slot's host.
+        self.clock.advance(hours=3)
+        self.assertEqual(1, self.engine.process_due())
+        self.assertEqual('ACTIVE', self._lease(lease['id'])['status'])
+        state = self._state()
+        self.assertEqual(('enabled', None), state[host])
+        other = ({'host1', 'host2'} - {host}).pop()
+        self.assertEqual('disabled', state[other][0])
+        [res] = self._lease(lease['id'])['reservations']
+        server = self._boot_reserved(res, 'promised')
+        self.assertEqual(host, self._host(server))
+
+    def test_booking_that_starts_soon_wakes_the_slot_host(self):
+        self.assertEqual({'host1': 'disabled', 'host2': 'disabled'},
+                         self.engine.idle_hosts.run_pass())
+        # Starts in 10 minutes, within idle_host_wake_minutes: its host
+        # is woken as the booking commits, before any pass.
+        lease, host = self._slot_lease('2030-01-01 12:10',
+                                       '2030-01-01 13:00')
+        state = self._state()
+        self.assertEqual(('enabled', None), state[host])
+        other = ({'host1', 'host2'} - {host}).pop()
+        self.assertEqual('disabled', state[other][0])
+        # The pass leaves it enabled, and the boot at the start lands.
+        self.assertEqual({}, self.engine.idle_hosts.run_pass())
+        self.clock.advance(minutes=10)
+        self.assertEqual(1, self.engine.process_due())
+        [res] = self._lease(lease['id'])['reservations']
+        server = self._boot_reserved(res, 'promised')
+        self.assertEqual(host, self._host(server))

@@ -15,8 +15,9 @@
   the reservation id, with the metadata ``nova_lease_reservation_id``,
   ``nova_lease_lease_id`` and ``nova_lease_project_id`` (LeaseFilter
   reads the first); add the slot hosts to it (they stay in the free pool:
-  other requests still may not use them); give the lease's project
-  access to the reservation's flavor.
+  other requests still may not use them), enabling those the engine's
+  idle-host action disabled (nova_lease.periodic.idle); give the lease's
+  project access to the reservation's flavor.
 * ``before_end``: nothing (the engine sends the notification).
 * ``on_end`` and ``cancel``: take the flavor from the project; delete
   every server booted with the reservation's flavor (any project: the
@@ -30,6 +31,7 @@ plugin_call_timeout`` seconds.
 
 from oslo_log import log as logging
 
+from nova_lease.periodic import idle
 from nova_lease.plugins import base
 from nova_lease.plugins.flavor import RESOURCE_TYPE
 from nova_lease.plugins.host import plugin as host_plugin
@@ -61,6 +63,10 @@ class FlavorPlugin(host_plugin.HostPlugin):
         aggregate = self._ensure_aggregate(self._aggregates(), lease,
                                            reservation)
         for host in hosts:
+            # Slot hosts stay in the free pool, where the idle action may
+            # have disabled them (no pass since their wake-up time): the
+            # promised boots need them enabled.
+            idle.wake_host(self.compute, host)
             aggregate = self._add_host(aggregate, host, name)
         flavor_id = self._props(reservation).get('flavor_id')
         if flavor_id:

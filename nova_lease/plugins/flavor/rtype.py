@@ -22,6 +22,9 @@ Its steps of the booking pipeline (nova_lease.booking.pipeline):
   the booking is refused;
 * book: the slots, under the locks of the hosts they may use, avoiding
   the hosts the lease's host reservations take (:mod:`.allocation`);
+  after the commit, a booking that starts within ``[nova_lease]
+  idle_host_wake_minutes`` wakes the slot hosts the idle action
+  disabled (its start wakes them too: nova_lease.plugins.flavor.plugin);
 * move: on the same hosts, when they still hold the slots;
 * update (``amount``, size): the slots are chosen again before the
   start (and the flavor made again with a new size); after it only more
@@ -33,6 +36,7 @@ Its steps of the booking pipeline (nova_lease.booking.pipeline):
 """
 
 import dataclasses
+import datetime
 
 from oslo_utils import uuidutils
 
@@ -79,6 +83,19 @@ class SlotType(types.ReservationType):
                  'properties': item.request.properties(*item.made),
                  'allocations': allocations}
                 for item, allocations in zip(items, booked)]
+
+    def after_create(self, caller, booking, lease):
+        # Slot hosts stay in the free pool, where the idle action may have
+        # disabled them: a booking that starts within
+        # idle_host_wake_minutes wakes them at once (its start does too).
+        soon = booking.now + datetime.timedelta(
+            minutes=caller.conf.nova_lease.idle_host_wake_minutes)
+        if booking.start > soon:
+            return
+        rids = [item.made[0] for item in booking.items if item.type is self]
+        host_rtype.wake_hosts(caller, {a['host'] for a in db_api
+                                       .allocation_list(caller.db,
+                                                        reservation_id=rids)})
 
     # -- date changes -------------------------------------------------------
 

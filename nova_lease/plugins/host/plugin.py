@@ -248,11 +248,12 @@ class HostPlugin(base.ComputePlugin):
             db_api.reservation_update(self.db, reservation['id'],
                                       {'aggregate_id': aggregate['id']})
         pool = self._freepool(aggregates)
-        if self.conf.nova_lease.idle_host_action != idle.NONE:
-            for host in hosts:
-                # The idle action may have disabled it (a lease created
-                # after its last pass, starting at once).
-                idle.wake_host(self.compute, host)
+        for host in hosts:
+            # The idle action may have disabled it (a lease created after
+            # its last pass, starting at once), also another engine's when
+            # this one has it off: a start always leaves its hosts
+            # enabled.
+            idle.wake_host(self.compute, host)
         for host in hosts:
             aggregate = self._add_host(aggregate, host, name)
             if pool is not None and host in (pool.get('hosts') or []):

@@ -163,10 +163,26 @@ def join_started(caller, reservation_id, hostnames, freepool):
     (``caller.nova``: nova-api's in-process Nova).
     """
     for name in hostnames:
-        service = db_api.host_get_by_hostname(
-            caller.db, name).get('service_host') or name
+        service = _service_host(caller.db, name)
         caller.nova.move_to_aggregate(reservation_id, service, freepool)
         caller.nova.wake_host(service)
+
+
+def wake_hosts(caller, hostnames):
+    """Enable the nova-compute services of ``hostnames`` (hypervisor
+    hostnames of registered hosts) that the idle action disabled
+    (``caller.nova``: nova-api's in-process Nova).
+    """
+    for service in sorted({_service_host(caller.db, n) for n in hostnames}):
+        caller.nova.wake_host(service)
+
+
+def _service_host(db, name):
+    try:
+        return db_api.host_get_by_hostname(db, name).get(
+            'service_host') or name
+    except db_api.HostNotFound:
+        return name
 
 
 def create_host_lease(db, conf, values, requests, events, cleaning=None,
