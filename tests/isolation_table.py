@@ -42,8 +42,8 @@ any of A's ids, names, hosts or project id other than what B sent.
 is on another branch; the row is skipped until its fix is merged (see
 :func:`pending`). ``same=False``: the answers to A's value and to an
 unknown one may differ in text (Nova's own, not our filter's), not in
-status. ``{end}`` and ``{image}`` are B's own values (a lease end in
-the window, a bootable image).
+status. ``{end}``, ``{later}`` and ``{image}`` are B's own values (a
+lease end and a later start in the window, a bootable image).
 """
 
 import collections
@@ -175,13 +175,21 @@ ROWS = [
     Row(('NOVA', 'POST /servers'), 'POST', '/servers',
         _server(hints={'nova_lease_reservation': '{reservation}'}),
         (400,)),
-    # A leased boot of B's own that A's hosts cannot hold: the refusal
-    # names no holder.
+    # A leased boot of B's own that no host can hold: from now, it is
+    # left to the scheduler (the server ends in ERROR, checked by the
+    # test); from later, admission refuses it (409) naming no host
+    # (N1: it named every registered host).
     Row(('NOVA', 'POST /servers'), 'POST', '/servers',
         _server(flavor='b-huge', hints={
             'reserved': 'True',
             'lease_params': '{"name": "b-big", "duration": "1h"}'}),
-        (400, 403, 409)),
+        (202, 400, 403, 409)),
+    Row(('NOVA', 'POST /servers'), 'POST', '/servers',
+        _server(flavor='b-huge', hints={
+            'reserved': 'True',
+            'lease_params': '{"name": "b-later", "start": "{later}", '
+                            '"duration": "1h"}'}),
+        (409,)),
     Row(('NOVA', 'POST /servers'), 'POST', '/servers',
         _server(hints={
             'reserved': 'True',
