@@ -465,6 +465,39 @@ class MemberIsolationEngineTest(IsolationWorld):
         self.engine.idle_hosts.run_pass()
         self.assertEqual(before, self.a_state())
 
+    def test_b_metadata_naming_a_leases_links_nothing(self):
+        # B writes A's lease and reservation ids into its own server's
+        # metadata (any owner may): the compute hook's reconcile pass and
+        # the engine over A's leases' whole life neither link B's server
+        # to A's leases nor act on it, and A's lease shows nothing of B.
+        host_res = self.a['host_lease']['reservations'][0]['id']
+        leased = self.a['leased_vm']
+        b_server = self._b_boot('b-claims-a')
+        for lease in self.a_leases:
+            self.b_api.api_post(
+                '/servers/%s/metadata' % b_server['id'],
+                {'metadata': {'lease_id': lease['id'],
+                              'lease_reservation_id': host_res,
+                              'lease_status': 'active'}})
+            self.hook.reconcile()
+        self.engine.process_due()
+        a_lease = db_api.lease_list(self.lease_db,
+                                    project_id=self.a_project)
+        shown = json.dumps([self.api.api_get(
+            PREFIX + '/leases/%s' % lease['id']).body for lease in a_lease])
+        self.assertNotIn(b_server['id'], shown)
+        self.assertNotIn(self.b_project, shown)
+        # Through the end of every lease of A's.
+        for _ in range(7):
+            self.clock.advance(hours=1)
+            self.engine.process_due()
+            self.hook.reconcile()
+        self._wait_until_deleted(leased)
+        self.assertEqual('ACTIVE', self.admin_api.get_server(
+            b_server['id'])['status'])
+        self.assertEqual([], db_api.lease_list(
+            self.lease_db, project_id=self.b_project))
+
     def _best_effort_options(self):
         """The options F1 brings, on for the hunt."""
         self.flags(best_effort_enabled=True, group='nova_lease')
