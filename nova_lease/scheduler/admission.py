@@ -306,12 +306,18 @@ class _Admission(object):
             left_out = {h.name for h in compute} - {
                 h.name for h in candidates}
             if not candidates:
+                # The refusal goes to members: it counts the hosts and
+                # names none (a host's name is the admin's); the log
+                # names them.
+                LOG.info('Instance lease refused: every compute host (%s) '
+                         'is registered for host reservations or in the '
+                         'free pool', _names(left_out) or 'none')
                 raise self._fail(
                     'no compute host is left for instance leases: every '
-                    'one (%s) is registered for host reservations '
+                    'one (%d) is registered for host reservations '
                     '(os-hosts) or in the free pool aggregate %r, and '
                     'those only take host leases' % (
-                        _names(left_out) or 'none',
+                        len(left_out),
                         self.conf.nova_lease.freepool_aggregate))
             loads = self._loads(candidates, verified, leased)
             items = [i for h in candidates for i in items_of.get(h.name, ())]
@@ -329,9 +335,12 @@ class _Admission(object):
                 reason = ('every host is fully promised over that period '
                           '(%d hosts considered)' % len(candidates))
                 if left_out:
-                    reason += ('; %s: registered for host reservations or '
-                               'in the free pool, never used for instance '
-                               'leases' % _names(left_out))
+                    LOG.info('Instance lease refused: %s registered for '
+                             'host reservations or in the free pool',
+                             _names(left_out))
+                    reason += ('; %d more registered for host reservations '
+                               'or in the free pool, never used for '
+                               'instance leases' % len(left_out))
                 raise self._fail(reason)
             chosen = sorted(set(hosts))
             new = set(chosen) - locked

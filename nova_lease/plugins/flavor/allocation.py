@@ -33,11 +33,15 @@ half-used). Each slot is one allocation row (``whole_host`` false) over
 import collections
 import dataclasses
 
+from oslo_log import log as logging
+
 from nova_lease.db import api as db_api
 from nova_lease import exception
 from nova_lease import params as lease_params
 from nova_lease.plugins.host import registry
 from nova_lease import status
+
+LOG = logging.getLogger(__name__)
 
 DEAD_RESERVATIONS = (str(status.ReservationStatus.DELETED),
                      str(status.ReservationStatus.ERROR))
@@ -237,13 +241,19 @@ def rebook_slots(session, lease, own, start, end, now, sizes=None):
                 'hypervisor_hostname': host}), _add(
                 peaks.get(host, (0, 0, 0)), taken[host]), size, sizes)
             if left < count:
+                # Members read the refusal: it names no host (other
+                # projects' reservations take it then); the log does.
+                LOG.info('Slots of lease %(lease)s cannot move to '
+                         '[%(start)s, %(end)s): host %(host)s is taken',
+                         {'lease': lease['id'], 'start': start, 'end': end,
+                          'host': host})
                 raise NotEnoughSlots(reason=(
-                    'Not enough hosts available (host %s cannot hold the '
-                    '%d slot(s) of %d vCPU, %d MB RAM, %d GB disk of lease '
-                    '%s over [%s, %s): other reservations take it)' % (
-                        host, count, vcpus, memory_mb, disk_gb,
-                        lease['id'], lease_params.format_short(start),
-                        lease_params.format_short(end))))
+                    'Not enough hosts available (a host of the %d slot(s) '
+                    'of %d vCPU, %d MB RAM, %d GB disk of lease %s cannot '
+                    'hold them over [%s, %s): other reservations take it)'
+                    % (count, vcpus, memory_mb, disk_gb, lease['id'],
+                       lease_params.format_short(start),
+                       lease_params.format_short(end))))
             taken[host] = _add(taken[host] or (0, 0, 0),
                                (vcpus * count, memory_mb * count,
                                 disk_gb * count))
