@@ -66,7 +66,21 @@ class Candidate(collections.namedtuple('Candidate', 'host row servers')):
 
 
 class NoCandidates(exception.Conflict):
+    """Not enough hosts can be emptied. ``reason`` names servers and
+    hosts (for the log and admins); :attr:`summary` only counts.
+    """
+
     msg_fmt = '%(reason)s'
+
+    @property
+    def summary(self):
+        """The member-safe text: no server, host, project nor Nova text.
+        """
+        needed, found = self.kwargs.get('needed'), self.kwargs.get('found')
+        if needed is None:
+            return 'not enough compute hosts could be emptied; retry'
+        return ('%d more host(s) needed, %d could be emptied'
+                % (needed, found or 0))
 
 
 def movable(server, cold=False):
@@ -129,4 +143,4 @@ def choose(candidates, needed, can_move, cold=False):
         reason += '; ' + '; '.join(refused[:NAMED])
         if len(refused) > NAMED:
             reason += '; and %d more' % (len(refused) - NAMED)
-    raise NoCandidates(reason=reason)
+    raise NoCandidates(reason=reason, needed=needed, found=len(taken))

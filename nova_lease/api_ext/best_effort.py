@@ -82,6 +82,23 @@ def _candidates(ctx, conf, session, compute, request, start, stop, taken):
     return out
 
 
+def _refusal(ctx, field, error):
+    """The 409 of a refused hunt, as the caller may see it.
+
+    Why each candidate was not taken names other projects' servers and
+    compute hosts: it is logged, and shown to admins only; a member gets
+    the counts (:attr:`hunt.NoCandidates.summary`).
+    """
+    LOG.info('Best-effort lease of project %(project)s refused: '
+             '%(field)s: %(reason)s',
+             {'project': getattr(ctx, 'project_id', None), 'field': field,
+              'reason': error})
+    shown = str(error) if getattr(ctx, 'is_admin', False) else error.summary
+    return hunt.NoCandidates(reason='%s: best_effort: %s' % (field, shown),
+                             **{k: v for k, v in error.kwargs.items()
+                                if k != 'reason'})
+
+
 def hunter(ctx, conf, start, stop, inventory=None):
     """The ``hunt`` callable of ``create_host_lease`` for one lease.
 
@@ -106,17 +123,16 @@ def hunter(ctx, conf, start, stop, inventory=None):
             chosen = hunt.choose(candidates, needed, can_move,
                                  cold=opts.best_effort_cold_migration)
         except hunt.NoCandidates as e:
-            raise hunt.NoCandidates(reason='%s: best_effort: %s' % (
-                field, e)) from None
+            raise _refusal(ctx, field, e) from None
         names = sorted(c.host for c in chosen)
         db_api.lock_hosts(session, names)
         # Under the locks: a concurrent writer may have promised one.
         lost = {host for host, _rid in db_api.allocation_busy(
             session, names, start, stop)}
         if lost:
-            raise hunt.NoCandidates(reason=(
-                '%s: best_effort: host(s) %s were promised to another lease '
-                'meanwhile; retry' % (field, ', '.join(sorted(lost)))))
+            raise _refusal(ctx, field, hunt.NoCandidates(reason=(
+                'host(s) %s were promised to another lease meanwhile; '
+                'retry' % ', '.join(sorted(lost)))))
         LOG.info('Best-effort lease takes host(s) %(hosts)s, whose '
                  '%(n)d server(s) will be migrated away',
                  {'hosts': ', '.join(names),

@@ -228,6 +228,22 @@ class BestEffortRefusedTest(BestEffortMixin, base.LeaseFunctionalBase):
         self.assertEqual('host3', self._settled(b))
         self.assertEqual(['host1'], self._aggregate('freepool')['hosts'])
 
+    def test_f2_member_refusal_names_nothing_of_others(self):
+        self._register('host1')
+        a = self._server_on('host2', 'a', flavor=MEDIUM)
+        b = self._server_on('host3', 'b', flavor=MEDIUM)
+        self.set_policy({'nova_lease:leases:create:best_effort':
+                         'rule:project_member_or_admin'})
+        message = self._best_effort(2, status=409, api=self.api)[
+            'error_message']
+        self.assertIn('1 more host(s) needed, 0 could be emptied', message)
+        for secret in (a['id'], b['id'], 'host2', 'host3',
+                       test_lease_api.OTHER_PROJECT, 'fits on no other'):
+            self.assertNotIn(secret, message)
+        # The operator finds why in the log (and an admin in the 409).
+        self.assertIn(a['id'], self.stdlog.logger.output)
+        self.assertEqual([], db_api.lease_list(self.lease_db))
+
 
 class BestEffortTimeoutTest(BestEffortMixin, base.LeaseFunctionalBase):
 
@@ -248,7 +264,9 @@ class BestEffortTimeoutTest(BestEffortMixin, base.LeaseFunctionalBase):
         lease = self._lease(lease['id'])
         # Half-way: one host emptied, one not; still hunting.
         self.assertEqual('IN_PROGRESS', lease['status'])
-        self.assertIn(stuck['id'], lease['status_reason'])
+        # (The server in the way is named in the engine's log only: F2.)
+        self.assertIn('still being moved', lease['status_reason'])
+        self.assertIn(stuck['id'], self.stdlog.logger.output)
         self.assertNotIn(self._settled(movable), ('host1', 'host2', 'host3'))
         self.assertEqual('host3', self._settled(stuck))
         # The auditor knows a hunt: the server in its way is being moved,
@@ -266,7 +284,6 @@ class BestEffortTimeoutTest(BestEffortMixin, base.LeaseFunctionalBase):
         lease = self._lease(lease['id'])
         self.assertEqual('TIMEDOUT', lease['status'])
         self.assertIn('best_effort_timeout', lease['status_reason'])
-        self.assertIn(stuck['id'], lease['status_reason'])
         self.assertEqual('deleted', lease['reservations'][0]['status'])
         # Each phase is notified (by the engine's notification pool).
         for _i in range(100):
@@ -294,6 +311,37 @@ class BestEffortTimeoutTest(BestEffortMixin, base.LeaseFunctionalBase):
         self.engine.process_due()
         self.assertEqual('TERMINATED', self._lease(lease['id'])['status'])
         self.assertEqual(['host1'], self._aggregate('freepool')['hosts'])
+
+    def _assert_nothing_of_others(self, lease_id, *secrets):
+        """A member of the lease's project sees none of ``secrets`` in
+        the lease (status_reason, events' last_error).
+        """
+        shown = self._lease(lease_id)
+        texts = [shown['status_reason']] + [e['last_error']
+                                            for e in shown['events']]
+        texts = [t for t in texts if t]
+        self.assertNotEqual([], texts)
+        for text in texts:
+            for secret in secrets:
+                self.assertNotIn(secret, text)
+        return shown
+
+    def test_f2_member_sees_no_server_host_or_fault_of_others(self):
+        lease, stuck, _faults = self._half_way()
+        secrets = (stuck['id'], 'host2', 'host3', 'injected fault',
+                   test_lease_api.OTHER_PROJECT)
+        shown = self._assert_nothing_of_others(lease['id'], *secrets)
+        self.assertEqual('IN_PROGRESS', shown['status'])
+        self.assertIn('still being moved', shown['status_reason'])
+        # The details are the operator's: in the engine's log.
+        self.assertIn(stuck['id'], self.stdlog.logger.output)
+        self.assertIn('injected fault', self.stdlog.logger.output)
+        # Timed out: the same.
+        self.clock.advance(minutes=61)
+        self.engine.process_due()
+        shown = self._assert_nothing_of_others(lease['id'], *secrets)
+        self.assertEqual('TIMEDOUT', shown['status'])
+        self.assertIn('best_effort_timeout', shown['status_reason'])
 
     def _half_way(self):
         """A lease IN_PROGRESS: host2 emptied, host3's server refused."""

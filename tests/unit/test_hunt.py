@@ -88,7 +88,8 @@ class ChooseTest(testtools.TestCase):
 class HuntOutcomeTest(testtools.TestCase):
 
     OPTS = types.SimpleNamespace(max_retries=0, retry_interval=30,
-                                 best_effort_retry_interval=5)
+                                 best_effort_retry_interval=5,
+                                 best_effort_timeout=60)
     EVENT = {'id': 'e', 'lease_id': 'l', 'event_type': 'start_lease',
              'attempts': 7}
     LEASE = {'id': 'l', 'status': 'IN_PROGRESS'}
@@ -115,7 +116,8 @@ class HuntOutcomeTest(testtools.TestCase):
                          (result['status'], result['lease_status'],
                           result['lease_expected'],
                           result['reservation_status']))
-        self.assertEqual('gave up after 60 minutes', result['status_reason'])
+        self.assertIn('gave up after 60 minutes', result['status_reason'])
+        self.assertIn('best_effort_timeout', result['status_reason'])
         self.assertEqual(['lease.timedout'], [n[0] for n in notices])
 
     def test_a_started_hunt_is_active_on_success(self):
