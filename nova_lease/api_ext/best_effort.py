@@ -48,14 +48,28 @@ def _leased_servers(session):
         admission.DEAD_LEASES, types.SERVER_TYPES)}
 
 
-def _candidates(ctx, conf, session, compute, request, start, stop, taken):
+def usable_hosts(ctx, conf, compute):
+    """The hypervisor hostnames of ``compute`` (ComputeHosts) that may
+    take or give servers: their nova-compute is enabled and up, and no
+    aggregate dedicates them to some projects (filter_tenant_id), the
+    operator's best-effort aggregate aside.
+    """
+    working = nova_hosts.working_compute_hosts(ctx)
+    dedicated = nova_hosts.dedicated_hosts(
+        ctx, allowed=conf.nova_lease.best_effort_aggregate)
+    return {h.name for h in compute
+            if h.service_host in working and h.service_host not in dedicated}
+
+
+def _candidates(ctx, conf, session, compute, usable, request, start, stop,
+                taken):
     registered = db_api.registered_hostnames(session)
     services = set(registered.values())
     # Only the hosts the operator opted in: never any compute host.
     opted_in = nova_hosts.aggregate_hosts(
         ctx, conf.nova_lease.best_effort_aggregate)
     hosts = [h for h in compute
-             if h.service_host in opted_in
+             if h.service_host in opted_in and h.name in usable
              and h.name not in registered and h.service_host not in services
              and not h.freepool and h.name not in taken]
     busy = {host for host, _rid in db_api.allocation_busy(
@@ -110,8 +124,12 @@ def hunter(ctx, conf, start, stop, inventory=None):
         inventory = nova_inventory.default_inventory(conf)
 
     def hunt_hosts(session, field, request, needed, taken):
-        plan = admission.MovePlan(session, conf, inventory=inventory)
-        candidates = _candidates(ctx, conf, session, plan.compute,
+        compute, _cached = inventory.compute_hosts(fresh=True)
+        usable = usable_hosts(ctx, conf, compute)
+        # The servers moved go to usable hosts only.
+        plan = admission.MovePlan(session, conf, inventory=inventory,
+                                  compute=compute, only=usable)
+        candidates = _candidates(ctx, conf, session, plan.compute, usable,
                                  request, start, stop, taken)
 
         def can_move(servers, hosts):

@@ -40,6 +40,7 @@ from nova.compute import api as compute_api
 from nova import context as nova_context
 from nova import exception as nova_exception
 from nova import objects
+from nova import servicegroup
 from oslo_log import log as logging
 
 from nova_lease import exception
@@ -207,6 +208,60 @@ def aggregate_hosts(ctx, name):
         return set()
     aggregate = _find_aggregate(ctx.elevated(), name)
     return set(aggregate.hosts or ()) if aggregate is not None else set()
+
+
+#: Aggregate metadata that dedicates its hosts to some projects (Nova's
+#: AggregateMultiTenancyIsolation and its placement pre-filter; keys
+#: ``filter_tenant_id``, ``filter_tenant_id_2``...).
+TENANT_KEY = 'filter_tenant_id'
+
+_SERVICEGROUP = []
+
+
+def _servicegroup():
+    if not _SERVICEGROUP:
+        with _LOCK:
+            if not _SERVICEGROUP:
+                _SERVICEGROUP.append(servicegroup.API())
+    return _SERVICEGROUP[0]
+
+
+def working_compute_hosts(ctx):
+    """The compute service hosts whose nova-compute is enabled and up
+    (not disabled, not forced down, reporting), from every cell; a cell
+    that does not answer gives none (its hosts' state is unknown).
+    """
+    ctx = ctx.elevated()
+    results = nova_context.scatter_gather_all_cells(
+        ctx, objects.ServiceList.get_by_binary, 'nova-compute',
+        include_disabled=True)
+    group = _servicegroup()
+    out = set()
+    for cell, services in results.items():
+        if nova_context.is_cell_failure_sentinel(services):
+            LOG.warning('Cell %s did not answer: its compute hosts are '
+                        'left out of best-effort hunts', cell)
+            continue
+        for service in services:
+            if (not service.disabled and not service.forced_down and
+                    group.service_is_up(service)):
+                out.add(service.host)
+    return out
+
+
+def dedicated_hosts(ctx, allowed=None):
+    """The compute service hosts of aggregates that dedicate their
+    hosts to some projects (:data:`TENANT_KEY` metadata), but ``allowed``
+    (an aggregate name).
+    """
+    out = set()
+    for aggregate in _api('aggregate').get_aggregate_list(ctx.elevated()):
+        if allowed and aggregate.name == allowed:
+            continue
+        metadata = aggregate.metadata or {}
+        if any(key.startswith(TENANT_KEY) for key in metadata):
+            out.update(aggregate.hosts or ())
+    return out
 
 
 def aggregates_of(ctx, service_host):

@@ -429,22 +429,28 @@ class MovePlan(object):
     Nova's scheduler (and LeaseFilter) places the servers when they move.
 
     What it looks at is read once, when it is made (Nova's compute nodes,
-    fresh, the running leased servers, every promise from now on on those
-    hosts); :meth:`check` then answers each trial of a hunt in memory.
+    fresh unless given as ``compute``, the running leased servers, every
+    promise from now on on those hosts); :meth:`check` then answers each
+    trial of a hunt in memory. ``only``: the hypervisor hostnames that
+    may take servers (enabled, up, shared), None for all.
 
     :ivar compute: Nova's compute nodes (ComputeHosts) as read.
     """
 
-    def __init__(self, session, conf, inventory=None):
+    def __init__(self, session, conf, inventory=None, compute=None,
+                 only=None):
         self.now = timeutils.utcnow()
         if inventory is None:
             inventory = nova_inventory.default_inventory(conf)
         registered = _registered(session)
         services = set(registered.values())
-        self.compute, _cached = inventory.compute_hosts(fresh=True)
+        if compute is None:
+            compute, _cached = inventory.compute_hosts(fresh=True)
+        self.compute = compute
         self.hosts = [h for h in self.compute
                       if h.name not in registered and
-                      h.service_host not in services and not h.freepool]
+                      h.service_host not in services and not h.freepool
+                      and (only is None or h.name in only)]
         self.loads, self.items = None, []
         if self.hosts:
             admission = _Admission(session, conf, inventory,

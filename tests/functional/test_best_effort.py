@@ -453,3 +453,68 @@ class BestEffortAdmissionTest(BestEffortMixin, base.LeaseFunctionalBase):
         body = self._best_effort(2, status=403)
         self.assertIn('max_promised_hosts', body['error_message'])
         self._nothing_happened((bystander, 'host3'))
+
+
+#: A project that is neither the lease's nor the bystanders'.
+THIRD_PROJECT = 'c0ffee00c0ffee00c0ffee00c0ffee00'
+
+
+class BestEffortHostStateTest(BestEffortMixin, base.LeaseFunctionalBase):
+    """Candidates and destinations are enabled, up and not dedicated to
+    another project (issue 28: F3).
+    """
+
+    COMPUTES = {'host1': HOST, 'host2': HOST, 'host3': HOST, 'host4': HOST,
+                'host5': HOST, 'host6': HOST}
+
+    def _set_service(self, host, **body):
+        [service] = self.admin_api.api_get(
+            '/os-services?binary=nova-compute&host=%s' % host).body[
+                'services']
+        self.admin_api.api_put('/os-services/%s' % service['id'], body)
+
+    def _maintenance(self):
+        """host2 disabled, host3 dedicated to another project, host6
+        forced down: each is empty, so each would be the first taken.
+        """
+        self._set_service('host2', status='disabled',
+                          disabled_reason='maintenance')
+        self._opt_in('host3', name='dedicated',
+                     metadata={'filter_tenant_id': THIRD_PROJECT})
+        self._set_service('host6', forced_down=True)
+
+    def test_f3_no_disabled_down_or_dedicated_candidate(self):
+        self._register('host1')
+        lone = self._server_on('host4', 'lone')
+        crowd = [self._server_on('host5', 'crowd-%d' % i) for i in range(2)]
+        self._maintenance()
+        lease = self._best_effort(2)
+        self.assertEqual(['host1', 'host4'], self._hosts_of(lease))
+        self.engine.process_due()
+        lease = self._lease(lease['id'])
+        self.assertEqual('ACTIVE', lease['status'], lease['status_reason'])
+        # (Nova's scheduler picks where it goes: never a disabled or
+        # down host.)
+        self.assertNotIn(self._settled(lone),
+                         ('host1', 'host2', 'host4', 'host6'))
+        for server in crowd:
+            self.assertEqual('host5', self._settled(server))
+
+    def test_f3_no_disabled_down_or_dedicated_destination(self):
+        self._register('host1')
+        # host4's server fits on no enabled, up, shared host: host5 is
+        # full (4 GB each on 7.5 GB hosts).
+        moved = self._server_on('host4', 'moved', flavor=MEDIUM)
+        full = self._server_on('host5', 'full', flavor=MEDIUM)
+        self._maintenance()
+        # Only host4 may be taken: the others are destinations only.
+        aggregate = self._aggregate(self.HUNTING)
+        for host in ('host2', 'host3', 'host5', 'host6'):
+            self.admin_api.api_post(
+                '/os-aggregates/%s/action' % aggregate['id'],
+                {'remove_host': {'host': host}})
+        body = self._best_effort(2, status=409)
+        self.assertIn('fits on no other compute host', body['error_message'])
+        self.assertEqual([], db_api.lease_list(self.lease_db))
+        self.assertEqual('host4', self._settled(moved))
+        self.assertEqual('host5', self._settled(full))
