@@ -18,7 +18,7 @@ on it belongs to a lease: no allocation of any lease over the lease's
 window (no promise would break) and no leased server runs on it (the
 caller leaves those out); every server on it is movable now
 (:func:`movable`: ACTIVE or PAUSED for live migration; SHUTOFF too when
-the operator allows cold migration; nothing in a task).
+the operator allows cold migration; nothing in a task; nothing locked).
 
 The strategy (:func:`choose`): candidates are looked at in the order of
 :func:`order`, fewest servers to move first, then the least memory to
@@ -44,8 +44,10 @@ NAMED = 10
 
 class Server(collections.namedtuple(
         'Server', 'id project_id status task_state vcpus memory_mb '
-                  'disk_gb')):
-    """A server to be moved off a candidate host."""
+                  'disk_gb locked', defaults=(False,))):
+    """A server to be moved off a candidate host (``locked``: by its
+    owner or an admin; never moved).
+    """
 
     __slots__ = ()
 
@@ -85,6 +87,9 @@ class NoCandidates(exception.Conflict):
 
 def movable(server, cold=False):
     """None if the server can be migrated now, else why not."""
+    if server.locked:
+        # (The engine's admin credentials would bypass the lock.)
+        return 'server %s is locked: never moved' % server.id
     if server.task_state:
         return 'server %s is busy (%s)' % (server.id, server.task_state)
     if server.status in LIVE_STATUSES:

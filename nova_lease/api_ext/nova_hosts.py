@@ -321,7 +321,8 @@ def servers_to_move(ctx, service_host, node=None):
         inst.uuid, inst.project_id,
         api_common.status_from_state(inst.vm_state, inst.task_state),
         inst.task_state, inst.flavor.vcpus, inst.flavor.memory_mb,
-        inst.flavor.root_gb + inst.flavor.ephemeral_gb)
+        inst.flavor.root_gb + inst.flavor.ephemeral_gb,
+        bool(inst.locked))
         for inst in _instances_on_host(ctx, service_host, ['flavor'])
         if node is None or inst.node == node),
         key=lambda s: s.id)

@@ -454,6 +454,29 @@ class BestEffortAdmissionTest(BestEffortMixin, base.LeaseFunctionalBase):
         self.assertIn('max_promised_hosts', body['error_message'])
         self._nothing_happened((bystander, 'host3'))
 
+    def test_f4_a_host_with_a_locked_server_is_no_candidate(self):
+        self._register('host1')
+        # host3 is the cheaper to empty, but its server's owner locked it.
+        locked = self._server_on('host3', 'locked')
+        self.other.post_server_action(locked['id'], {'lock': None})
+        crowd = [self._server_on('host4', 'crowd-%d' % i) for i in range(2)]
+        lease = self._best_effort(2)
+        self.assertEqual(['host1', 'host4'], self._hosts_of(lease))
+        self.engine.process_due()
+        lease = self._lease(lease['id'])
+        self.assertEqual('ACTIVE', lease['status'], lease['status_reason'])
+        self.assertEqual('host3', self._settled(locked))
+        self.assertTrue(self.admin_api.get_server(locked['id'])['locked'])
+        for server in crowd:
+            self.assertNotIn(self._settled(server), ('host1', 'host4'))
+        # Only locked servers left: no candidate at all.
+        self.api.api_delete(PREFIX + '/leases/%s' % lease['id'])
+        self.engine.process_due()
+        self.assertEqual('TERMINATED', self._lease(lease['id'])['status'])
+        body = self._best_effort(3, status=409, name='again')
+        self.assertIn('locked', body['error_message'])
+        self.assertEqual('host3', self._settled(locked))
+
 
 #: A project that is neither the lease's nor the bystanders'.
 THIRD_PROJECT = 'c0ffee00c0ffee00c0ffee00c0ffee00'

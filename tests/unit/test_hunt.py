@@ -23,8 +23,8 @@ from nova_lease.periodic import outcomes
 from nova_lease.plugins import base as plugin_base
 
 
-def _server(sid, memory_mb=512, status='ACTIVE', task=None):
-    return hunt.Server(sid, 'p', status, task, 1, memory_mb, 1)
+def _server(sid, memory_mb=512, status='ACTIVE', task=None, locked=False):
+    return hunt.Server(sid, 'p', status, task, 1, memory_mb, 1, locked)
 
 
 def _host(name, *servers):
@@ -78,6 +78,13 @@ class ChooseTest(testtools.TestCase):
         self.assertEqual(['a'], [c.host for c in hunt.choose(
             hosts, 1, lambda servers, taken: None, cold=True)])
         self.assertIsNone(hunt.movable(hosts[0].servers[0], cold=True))
+
+    def test_a_locked_server_is_never_moved(self):
+        hosts = [_host('a', _server('a1', locked=True)),
+                 _host('b', _server('b1'), _server('b2'))]
+        self.assertEqual(['b'], [c.host for c in hunt.choose(
+            hosts, 1, lambda servers, taken: None, cold=True)])
+        self.assertIn('locked', hunt.movable(hosts[0].servers[0], cold=True))
 
     def test_nothing_to_hunt(self):
         self.assertEqual([], hunt.choose([], 0, None))
