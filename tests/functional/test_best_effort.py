@@ -24,9 +24,11 @@ lost and none left migrating; a leased server is never moved.
 import time
 import types
 
+import fixtures
 from nova.tests.functional.api import client as api_client
 from oslo_serialization import jsonutils
 
+from nova_lease.api_ext import nova_hosts
 from nova_lease import audit
 from nova_lease.db import api as db_api
 from nova_lease.plugins.host import plugin as host_plugin
@@ -243,6 +245,43 @@ class BestEffortRefusedTest(BestEffortMixin, base.LeaseFunctionalBase):
         # The operator finds why in the log (and an admin in the 409).
         self.assertIn(a['id'], self.stdlog.logger.output)
         self.assertEqual([], db_api.lease_list(self.lease_db))
+
+    def test_s1_no_nova_query_under_the_host_locks(self):
+        """A refused best-effort request asks Nova nothing per host while
+        it holds host locks (it surveys the opted-in hosts first).
+        """
+        self._register('host1')
+        self._server_on('host2', 'a', flavor=MEDIUM)
+        self._server_on('host3', 'b', flavor=MEDIUM)
+        calls = []
+        real_lock = db_api.lock_hosts
+
+        def lock(session, names, *args, **kwargs):
+            if names:
+                calls.append(('lock', tuple(names)))
+            return real_lock(session, names, *args, **kwargs)
+
+        self.useFixture(fixtures.MockPatchObject(db_api, 'lock_hosts',
+                                                 new=lock))
+        for name in ('compute_node_facts', 'servers_to_move',
+                     'aggregate_hosts', 'working_compute_hosts',
+                     'dedicated_hosts'):
+            real = getattr(nova_hosts, name, None)
+            if real is None:
+                continue
+
+            def spy(*args, _real=real, _name=name, **kwargs):
+                calls.append(('nova', _name))
+                return _real(*args, **kwargs)
+
+            self.useFixture(fixtures.MockPatchObject(nova_hosts, name,
+                                                     new=spy))
+        self._best_effort(2, status=409)
+        self.assertIn(('nova', 'servers_to_move'), calls)
+        first_lock = [i for i, c in enumerate(calls) if c[0] == 'lock']
+        self.assertNotEqual([], first_lock)
+        self.assertEqual([], [c for c in calls[first_lock[0]:]
+                              if c[0] == 'nova'])
 
 
 class BestEffortTimeoutTest(BestEffortMixin, base.LeaseFunctionalBase):
