@@ -42,11 +42,28 @@ COLD_STATUSES = ('SHUTOFF',)
 NAMED = 10
 
 
+#: Server group policies that keep members on different hosts.
+ANTI_AFFINITY = ('anti-affinity',)
+#: Server group policies that keep members on one host.
+AFFINITY = ('affinity',)
+
+
+class ServerGroup(collections.namedtuple('ServerGroup', 'id policy hosts')):
+    """A server's group: its ``policy`` and the hypervisor hostnames
+    where its other members run (``hosts``).
+    """
+
+    __slots__ = ()
+
+
 class Server(collections.namedtuple(
         'Server', 'id project_id status task_state vcpus memory_mb '
-                  'disk_gb locked', defaults=(False,))):
+                  'disk_gb locked zone group',
+        defaults=(False, None, None))):
     """A server to be moved off a candidate host (``locked``: by its
-    owner or an admin; never moved).
+    owner or an admin, never moved; ``zone``: the availability zone its
+    boot asked for, which Nova keeps it in, None for any; ``group``: its
+    :class:`ServerGroup`, or None).
     """
 
     __slots__ = ()
@@ -92,6 +109,10 @@ def movable(server, cold=False):
         return 'server %s is locked: never moved' % server.id
     if server.task_state:
         return 'server %s is busy (%s)' % (server.id, server.task_state)
+    if (server.group is not None and server.group.policy in AFFINITY and
+            server.group.hosts):
+        # Nova keeps it on its members' host: it moves with them only.
+        return 'server %s is in an affinity server group' % server.id
     if server.status in LIVE_STATUSES:
         return None
     if cold and server.status in COLD_STATUSES:
@@ -101,6 +122,29 @@ def movable(server, cold=False):
         'neither live nor cold migration takes' if cold else
         'live migration does not take ([nova_lease] '
         'best_effort_cold_migration is off)')
+
+
+def destinations(server, hosts, zone_of):
+    """The hosts among ``hosts`` (hypervisor hostnames) where Nova may
+    move the server: in the zone its boot asked for (``zone_of``:
+    {hostname: availability zone}); none where another member of its
+    anti-affinity group runs.
+    """
+    out = set(hosts)
+    if server.zone:
+        out = {h for h in out if zone_of.get(h) == server.zone}
+    if server.group is not None and server.group.policy in ANTI_AFFINITY:
+        out -= set(server.group.hosts)
+    return out
+
+
+def spread(server):
+    """The key of the servers that may not share a host with it (its
+    anti-affinity group), or None.
+    """
+    if server.group is not None and server.group.policy in ANTI_AFFINITY:
+        return server.group.id
+    return None
 
 
 def order(candidates):

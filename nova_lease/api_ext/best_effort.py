@@ -81,7 +81,10 @@ class Survey(object):
         (:func:`usable_hosts`).
     :ivar rows: the facts rows of the opted-in, usable hosts outside the
         free pool (as registered hosts' rows, ``_facts`` included).
-    :ivar servers: ``{hypervisor hostname: [hunt.Server]}`` of those.
+    :ivar servers: ``{hypervisor hostname: [hunt.Server]}`` of those,
+        with their zone and server group.
+    :ivar zone_of: ``{hypervisor hostname: availability zone}`` of the
+        usable hosts.
     """
 
     def __init__(self, ctx, conf, inventory):
@@ -101,8 +104,23 @@ class Survey(object):
                 continue
             row['_facts'] = matching.host_facts(row)
             self.rows.append(row)
-            self.servers[host.name] = nova_hosts.servers_to_move(
-                ctx, host.service_host)
+            self.servers[host.name] = [
+                self._rules(ctx, server) for server in
+                nova_hosts.servers_to_move(ctx, host.service_host)]
+        self.zone_of = {h.name: nova_hosts.host_zone(ctx, h.service_host)
+                        for h in self.compute if h.name in self.usable}
+
+    def _rules(self, ctx, server):
+        """The server with what Nova keeps it to (S4): its zone, its
+        server group and where the group's other members run.
+        """
+        zone, group = nova_hosts.placement_rules(ctx, server.id)
+        if group is not None:
+            uuid, policy, services = group
+            names = {h.name for h in self.compute
+                     if h.service_host in set(services)}
+            group = hunt.ServerGroup(uuid, policy, frozenset(names))
+        return server._replace(zone=zone, group=group)
 
 
 def _candidates(survey, session, request, start, stop, taken):
@@ -173,8 +191,11 @@ def hunter(ctx, conf, start, stop, inventory=None):
                                  taken)
 
         def can_move(servers, hosts):
+            # Where Nova would let each go (zone, anti-affinity: S4).
             return plan.check(
-                [(s.id, calendar.Demand(s.vcpus, s.memory_mb, s.disk_gb))
+                [(s.id, calendar.Demand(s.vcpus, s.memory_mb, s.disk_gb),
+                  hunt.destinations(s, survey.usable, survey.zone_of),
+                  hunt.spread(s))
                  for s in servers], set(hosts) | set(taken))
 
         try:

@@ -264,6 +264,37 @@ def dedicated_hosts(ctx, allowed=None):
     return out
 
 
+def host_zone(ctx, service_host):
+    """The availability zone of a compute service host."""
+    return availability_zones.get_host_availability_zone(ctx.elevated(),
+                                                         service_host)
+
+
+def placement_rules(ctx, server_id):
+    """What Nova keeps a server to when it moves it: ``(zone, group)``,
+    the availability zone its boot asked for (None: any) and its server
+    group as ``(uuid, policy, [service hosts of its other members])``
+    (None: none), from its RequestSpec.
+    """
+    ctx = ctx.elevated()
+    try:
+        spec = objects.RequestSpec.get_by_instance_uuid(ctx, server_id)
+    except nova_exception.RequestSpecNotFound:
+        return None, None
+    zone = getattr(spec, 'availability_zone', None) or None
+    group = None
+    if spec.obj_attr_is_set('instance_group') and spec.instance_group:
+        try:
+            found = objects.InstanceGroup.get_by_uuid(
+                ctx, spec.instance_group.uuid)
+        except nova_exception.InstanceGroupNotFound:
+            found = None
+        if found is not None:
+            group = (found.uuid, found.policy,
+                     found.get_hosts(exclude=[server_id]))
+    return zone, group
+
+
 def aggregates_of(ctx, service_host):
     """Names of the aggregates that hold the host."""
     return sorted(a.name for a in _api('aggregate').get_aggregates_by_host(

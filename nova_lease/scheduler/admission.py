@@ -463,9 +463,12 @@ class MovePlan(object):
                 self.now, _FOREVER, hosts=[h.name for h in self.hosts]))
 
     def check(self, servers, exclude):
-        """None when ``servers`` (``[(server id, Demand)]``) all fit on
-        hosts other than ``exclude`` (hypervisor hostnames), else a text
-        naming one that fits nowhere.
+        """None when ``servers`` (``[(server id, Demand)]``, or
+        ``[(server id, Demand, destinations, spread)]``: the hostnames it
+        may go to, None for any, and a key no two servers placed on one
+        host may share, None for none) all fit on hosts other than
+        ``exclude`` (hypervisor hostnames), else a text naming one that
+        fits nowhere.
         """
         if not servers:
             return None
@@ -477,12 +480,17 @@ class MovePlan(object):
         names = set(loads.hosts)
         items = [i for i in self.items if i.host in names]
         now = self.now
-        for server_id, demand in sorted(
+        spread = {}
+        for server in sorted(
                 servers, key=lambda sd: (-sd[1].memory_mb, -sd[1].vcpus,
                                          sd[0])):
+            server_id, demand = server[0], server[1]
+            allowed, key = (tuple(server[2:4]) + (None, None))[:2]
             cal = calendar.Calendar({}, items) if items else None
             ok = fit.fits(cal, loads, demand, now, None)
-            candidates = [k for k, good in enumerate(ok) if good]
+            candidates = [k for k, good in enumerate(ok) if good and (
+                allowed is None or loads.hosts[k] in allowed) and (
+                key is None or loads.hosts[k] not in spread.get(key, ()))]
             if not candidates:
                 return ('server %s (%d vcpus, %d MB RAM, %d GB disk) fits on '
                         'no other compute host from now on (%d looked at)'
@@ -492,6 +500,8 @@ class MovePlan(object):
                                 None)
             best = max(zip(candidates, room),
                        key=lambda kr: (kr[1], loads.hosts[kr[0]]))[0]
+            if key is not None:
+                spread.setdefault(key, set()).add(loads.hosts[best])
             items.append(calendar.Item(loads.hosts[best], now, None,
                                        demand.vcpus, demand.memory_mb,
                                        demand.disk_gb, False, server_id))

@@ -283,6 +283,29 @@ class BestEffortRefusedTest(BestEffortMixin, base.LeaseFunctionalBase):
         self.assertEqual([], [c for c in calls[first_lock[0]:]
                               if c[0] == 'nova'])
 
+    def test_s4_anti_affinity_is_kept_by_the_fit(self):
+        """Each server may only go where its anti-affinity sibling runs:
+        no host can be emptied (Nova would refuse every migration).
+        """
+        self._register('host1')
+        group = self.other.api_post('/os-server-groups', {
+            'server_group': {'name': 'spread',
+                             'policy': 'anti-affinity'}}).body[
+            'server_group']
+        servers = []
+        for host in ('host2', 'host3'):
+            body = {'server': self._build_server(
+                name='spread-' + host, image_uuid=self.image_id,
+                flavor_id=TINY, networks='none', az='nova:%s' % host),
+                'os:scheduler_hints': {'group': group['id']}}
+            servers.append(self._wait_for_state_change(
+                self.other.post_server(body), 'ACTIVE'))
+        body = self._best_effort(2, status=409)
+        self.assertIn('fits on no other compute host', body['error_message'])
+        self.assertEqual([], db_api.lease_list(self.lease_db))
+        self.assertEqual('host2', self._settled(servers[0]))
+        self.assertEqual('host3', self._settled(servers[1]))
+
 
 class BestEffortTimeoutTest(BestEffortMixin, base.LeaseFunctionalBase):
 

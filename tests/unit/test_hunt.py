@@ -86,6 +86,23 @@ class ChooseTest(testtools.TestCase):
             hosts, 1, lambda servers, taken: None, cold=True)])
         self.assertIn('locked', hunt.movable(hosts[0].servers[0], cold=True))
 
+    def test_s4_destinations_keep_zone_and_anti_affinity(self):
+        anti = hunt.ServerGroup('g', 'anti-affinity', frozenset({'b'}))
+        server = _server('a1')._replace(zone='az1', group=anti)
+        zones = {'a': 'az1', 'b': 'az1', 'c': 'az2', 'd': 'az1'}
+        self.assertEqual({'a', 'd'}, hunt.destinations(server, zones, zones))
+        self.assertEqual({'a', 'b', 'c', 'd'},
+                         hunt.destinations(_server('a2'), zones, zones))
+        self.assertEqual('g', hunt.spread(server))
+        self.assertIsNone(hunt.spread(_server('a2')))
+
+    def test_s4_an_affinity_member_does_not_move_alone(self):
+        group = hunt.ServerGroup('g', 'affinity', frozenset({'a'}))
+        self.assertIn('affinity', hunt.movable(
+            _server('a1')._replace(group=group)))
+        alone = hunt.ServerGroup('g', 'affinity', frozenset())
+        self.assertIsNone(hunt.movable(_server('a1')._replace(group=alone)))
+
     def test_nothing_to_hunt(self):
         self.assertEqual([], hunt.choose([], 0, None))
         e = self.assertRaises(hunt.NoCandidates, hunt.choose, [], 1, None)
