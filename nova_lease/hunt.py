@@ -18,7 +18,7 @@ on it belongs to a lease: no allocation of any lease over the lease's
 window (no promise would break) and no leased server runs on it (the
 caller leaves those out); every server on it is movable now
 (:func:`movable`: ACTIVE or PAUSED for live migration; SHUTOFF too when
-the operator allows cold migration; nothing in a task).
+the operator allows cold migration; nothing in a task; nothing locked).
 
 The strategy (:func:`choose`): candidates are looked at in the order of
 :func:`order`, fewest servers to move first, then the least memory to
@@ -42,10 +42,29 @@ COLD_STATUSES = ('SHUTOFF',)
 NAMED = 10
 
 
+#: Server group policies that keep members on different hosts.
+ANTI_AFFINITY = ('anti-affinity',)
+#: Server group policies that keep members on one host.
+AFFINITY = ('affinity',)
+
+
+class ServerGroup(collections.namedtuple('ServerGroup', 'id policy hosts')):
+    """A server's group: its ``policy`` and the hypervisor hostnames
+    where its other members run (``hosts``).
+    """
+
+    __slots__ = ()
+
+
 class Server(collections.namedtuple(
         'Server', 'id project_id status task_state vcpus memory_mb '
-                  'disk_gb')):
-    """A server to be moved off a candidate host."""
+                  'disk_gb locked zone group',
+        defaults=(False, None, None))):
+    """A server to be moved off a candidate host (``locked``: by its
+    owner or an admin, never moved; ``zone``: the availability zone its
+    boot asked for, which Nova keeps it in, None for any; ``group``: its
+    :class:`ServerGroup`, or None).
+    """
 
     __slots__ = ()
 
@@ -66,13 +85,34 @@ class Candidate(collections.namedtuple('Candidate', 'host row servers')):
 
 
 class NoCandidates(exception.Conflict):
+    """Not enough hosts can be emptied. ``reason`` names servers and
+    hosts (for the log and admins); :attr:`summary` only counts.
+    """
+
     msg_fmt = '%(reason)s'
+
+    @property
+    def summary(self):
+        """The member-safe text: no server, host, project nor Nova text.
+        """
+        needed, found = self.kwargs.get('needed'), self.kwargs.get('found')
+        if needed is None:
+            return 'not enough compute hosts could be emptied; retry'
+        return ('%d more host(s) needed, %d could be emptied'
+                % (needed, found or 0))
 
 
 def movable(server, cold=False):
     """None if the server can be migrated now, else why not."""
+    if server.locked:
+        # (The engine's admin credentials would bypass the lock.)
+        return 'server %s is locked: never moved' % server.id
     if server.task_state:
         return 'server %s is busy (%s)' % (server.id, server.task_state)
+    if (server.group is not None and server.group.policy in AFFINITY and
+            server.group.hosts):
+        # Nova keeps it on its members' host: it moves with them only.
+        return 'server %s is in an affinity server group' % server.id
     if server.status in LIVE_STATUSES:
         return None
     if cold and server.status in COLD_STATUSES:
@@ -82,6 +122,29 @@ def movable(server, cold=False):
         'neither live nor cold migration takes' if cold else
         'live migration does not take ([nova_lease] '
         'best_effort_cold_migration is off)')
+
+
+def destinations(server, hosts, zone_of):
+    """The hosts among ``hosts`` (hypervisor hostnames) where Nova may
+    move the server: in the zone its boot asked for (``zone_of``:
+    {hostname: availability zone}); none where another member of its
+    anti-affinity group runs.
+    """
+    out = set(hosts)
+    if server.zone:
+        out = {h for h in out if zone_of.get(h) == server.zone}
+    if server.group is not None and server.group.policy in ANTI_AFFINITY:
+        out -= set(server.group.hosts)
+    return out
+
+
+def spread(server):
+    """The key of the servers that may not share a host with it (its
+    anti-affinity group), or None.
+    """
+    if server.group is not None and server.group.policy in ANTI_AFFINITY:
+        return server.group.id
+    return None
 
 
 def order(candidates):
@@ -129,4 +192,4 @@ def choose(candidates, needed, can_move, cold=False):
         reason += '; ' + '; '.join(refused[:NAMED])
         if len(refused) > NAMED:
             reason += '; and %d more' % (len(refused) - NAMED)
-    raise NoCandidates(reason=reason)
+    raise NoCandidates(reason=reason, needed=needed, found=len(taken))

@@ -40,6 +40,7 @@ from nova.compute import api as compute_api
 from nova import context as nova_context
 from nova import exception as nova_exception
 from nova import objects
+from nova import servicegroup
 from oslo_log import log as logging
 
 from nova_lease import exception
@@ -209,6 +210,91 @@ def aggregate_hosts(ctx, name):
     return set(aggregate.hosts or ()) if aggregate is not None else set()
 
 
+#: Aggregate metadata that dedicates its hosts to some projects (Nova's
+#: AggregateMultiTenancyIsolation and its placement pre-filter; keys
+#: ``filter_tenant_id``, ``filter_tenant_id_2``...).
+TENANT_KEY = 'filter_tenant_id'
+
+_SERVICEGROUP = []
+
+
+def _servicegroup():
+    if not _SERVICEGROUP:
+        with _LOCK:
+            if not _SERVICEGROUP:
+                _SERVICEGROUP.append(servicegroup.API())
+    return _SERVICEGROUP[0]
+
+
+def working_compute_hosts(ctx):
+    """The compute service hosts whose nova-compute is enabled and up
+    (not disabled, not forced down, reporting), from every cell; a cell
+    that does not answer gives none (its hosts' state is unknown).
+    """
+    ctx = ctx.elevated()
+    results = nova_context.scatter_gather_all_cells(
+        ctx, objects.ServiceList.get_by_binary, 'nova-compute',
+        include_disabled=True)
+    group = _servicegroup()
+    out = set()
+    for cell, services in results.items():
+        if nova_context.is_cell_failure_sentinel(services):
+            LOG.warning('Cell %s did not answer: its compute hosts are '
+                        'left out of best-effort hunts', cell)
+            continue
+        for service in services:
+            if (not service.disabled and not service.forced_down and
+                    group.service_is_up(service)):
+                out.add(service.host)
+    return out
+
+
+def dedicated_hosts(ctx, allowed=None):
+    """The compute service hosts of aggregates that dedicate their
+    hosts to some projects (:data:`TENANT_KEY` metadata), but ``allowed``
+    (an aggregate name).
+    """
+    out = set()
+    for aggregate in _api('aggregate').get_aggregate_list(ctx.elevated()):
+        if allowed and aggregate.name == allowed:
+            continue
+        metadata = aggregate.metadata or {}
+        if any(key.startswith(TENANT_KEY) for key in metadata):
+            out.update(aggregate.hosts or ())
+    return out
+
+
+def host_zone(ctx, service_host):
+    """The availability zone of a compute service host."""
+    return availability_zones.get_host_availability_zone(ctx.elevated(),
+                                                         service_host)
+
+
+def placement_rules(ctx, server_id):
+    """What Nova keeps a server to when it moves it: ``(zone, group)``,
+    the availability zone its boot asked for (None: any) and its server
+    group as ``(uuid, policy, [service hosts of its other members])``
+    (None: none), from its RequestSpec.
+    """
+    ctx = ctx.elevated()
+    try:
+        spec = objects.RequestSpec.get_by_instance_uuid(ctx, server_id)
+    except nova_exception.RequestSpecNotFound:
+        return None, None
+    zone = getattr(spec, 'availability_zone', None) or None
+    group = None
+    if spec.obj_attr_is_set('instance_group') and spec.instance_group:
+        try:
+            found = objects.InstanceGroup.get_by_uuid(
+                ctx, spec.instance_group.uuid)
+        except nova_exception.InstanceGroupNotFound:
+            found = None
+        if found is not None:
+            group = (found.uuid, found.policy,
+                     found.get_hosts(exclude=[server_id]))
+    return zone, group
+
+
 def aggregates_of(ctx, service_host):
     """Names of the aggregates that hold the host."""
     return sorted(a.name for a in _api('aggregate').get_aggregates_by_host(
@@ -266,7 +352,8 @@ def servers_to_move(ctx, service_host, node=None):
         inst.uuid, inst.project_id,
         api_common.status_from_state(inst.vm_state, inst.task_state),
         inst.task_state, inst.flavor.vcpus, inst.flavor.memory_mb,
-        inst.flavor.root_gb + inst.flavor.ephemeral_gb)
+        inst.flavor.root_gb + inst.flavor.ephemeral_gb,
+        bool(inst.locked))
         for inst in _instances_on_host(ctx, service_host, ['flavor'])
         if node is None or inst.node == node),
         key=lambda s: s.id)

@@ -40,6 +40,16 @@ _T = status.EventType
 
 HUNT_TIMED_OUT = plugin_base.HuntTimedOut
 
+#: What a best-effort lease shows while its hunt goes on, and when it
+#: gave up (the plugin's text, naming other projects' servers, hosts and
+#: Nova's faults, is logged only).
+HUNT_SAFE = ('servers are still being moved off the hosts the lease took '
+             'from the cloud (the operator has the details)')
+TIMED_OUT_SAFE = ('best-effort lease gave up after %d minutes ([nova_lease] '
+                  'best_effort_timeout): the hosts it took from the cloud '
+                  'were not emptied in time; every host it held is '
+                  'released')
+
 SUCCESS_NOTICES = {
     _T.START_LEASE: notifications.START,
     _T.END_LEASE: notifications.END,
@@ -177,19 +187,25 @@ def _hunt_failure(event, lease, error, opts, message, now):
     if gave_up is None:
         at = now + datetime.timedelta(
             seconds=opts.best_effort_retry_interval)
+        # What the plugin says names other projects' servers, hosts and
+        # Nova's faults: the log's; the lease shows what its project may
+        # see (HUNT_SAFE).
+        LOG.info('Lease %(lease)s: hunting for hosts (attempt %(n)d), next '
+                 'attempt at %(at)s UTC: %(message)s',
+                 {'lease': lease['id'], 'n': event['attempts'],
+                  'at': at.strftime('%Y-%m-%d %H:%M:%S'),
+                  'message': message})
         reason = ('hunting for hosts (attempt %d), next attempt at %s UTC: '
                   '%s' % (event['attempts'], at.strftime(
-                      '%Y-%m-%d %H:%M:%S'), message))
-        LOG.info('Lease %(lease)s: %(reason)s',
-                 {'lease': lease['id'], 'reason': reason})
-        return result(event, _E.UNDONE, last_error=message,
+                      '%Y-%m-%d %H:%M:%S'), HUNT_SAFE))
+        return result(event, _E.UNDONE, last_error=HUNT_SAFE,
                       next_attempt_at=at, status_reason=reason), (
             (notifications.IN_PROGRESS,
              dict(lease, status=str(_L.IN_PROGRESS),
                   status_reason=reason)),)
-    reason = str(gave_up)
     LOG.warning('Lease %(lease)s is now TIMEDOUT: %(reason)s',
-                {'lease': lease['id'], 'reason': reason})
+                {'lease': lease['id'], 'reason': gave_up})
+    reason = TIMED_OUT_SAFE % opts.best_effort_timeout
     extra = {'last_error': reason, 'status_reason': reason,
              'lease_status': str(_L.TIMEDOUT),
              'lease_expected': [str(_L.IN_PROGRESS)],

@@ -412,12 +412,25 @@ def _end_host_lease(demo):
 #: there (one on the first, two on the second), and the lease takes the
 #: free pool's host (DEMO_HOST) plus the cheapest of them to empty.
 HUNT_HOSTS = ('host1', 'host2')
+#: The sandbox's [nova_lease] best_effort_aggregate (nova_aio).
+BEST_EFFORT_AGGREGATE = 'best-effort'
 
 
 def _hunt_bystanders(demo):
     if not demo.admin_env:
         raise DemoFailed('no admin credentials for the bystanders')
     admin = Compute(demo.admin_env)
+    demo.say('openstack aggregate create %s; openstack aggregate add host '
+             '... %s   (the hosts best-effort leases may empty: '
+             '[nova_lease] best_effort_aggregate)', BEST_EFFORT_AGGREGATE,
+             ' '.join(HUNT_HOSTS))
+    found = [a for a in admin.nova.aggregates.list()
+             if a.name == BEST_EFFORT_AGGREGATE]
+    aggregate = found[0] if found else admin.nova.aggregates.create(
+        BEST_EFFORT_AGGREGATE, None)
+    for host in HUNT_HOSTS:
+        if host not in (aggregate.hosts or []):
+            aggregate = admin.nova.aggregates.add_host(aggregate, host)
     demo.bystanders = []
     for host, count in zip(HUNT_HOSTS, (1, 2)):
         for i in range(count):

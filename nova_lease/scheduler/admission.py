@@ -438,22 +438,28 @@ class MovePlan(object):
     Nova's scheduler (and LeaseFilter) places the servers when they move.
 
     What it looks at is read once, when it is made (Nova's compute nodes,
-    fresh, the running leased servers, every promise from now on on those
-    hosts); :meth:`check` then answers each trial of a hunt in memory.
+    fresh unless given as ``compute``, the running leased servers, every
+    promise from now on on those hosts); :meth:`check` then answers each
+    trial of a hunt in memory. ``only``: the hypervisor hostnames that
+    may take servers (enabled, up, shared), None for all.
 
     :ivar compute: Nova's compute nodes (ComputeHosts) as read.
     """
 
-    def __init__(self, session, conf, inventory=None):
+    def __init__(self, session, conf, inventory=None, compute=None,
+                 only=None):
         self.now = timeutils.utcnow()
         if inventory is None:
             inventory = nova_inventory.default_inventory(conf)
         registered = _registered(session)
         services = set(registered.values())
-        self.compute, _cached = inventory.compute_hosts(fresh=True)
+        if compute is None:
+            compute, _cached = inventory.compute_hosts(fresh=True)
+        self.compute = compute
         self.hosts = [h for h in self.compute
                       if h.name not in registered and
-                      h.service_host not in services and not h.freepool]
+                      h.service_host not in services and not h.freepool
+                      and (only is None or h.name in only)]
         self.loads, self.items = None, []
         if self.hosts:
             admission = _Admission(session, conf, inventory,
@@ -466,9 +472,12 @@ class MovePlan(object):
                 self.now, _FOREVER, hosts=[h.name for h in self.hosts]))
 
     def check(self, servers, exclude):
-        """None when ``servers`` (``[(server id, Demand)]``) all fit on
-        hosts other than ``exclude`` (hypervisor hostnames), else a text
-        naming one that fits nowhere.
+        """None when ``servers`` (``[(server id, Demand)]``, or
+        ``[(server id, Demand, destinations, spread)]``: the hostnames it
+        may go to, None for any, and a key no two servers placed on one
+        host may share, None for none) all fit on hosts other than
+        ``exclude`` (hypervisor hostnames), else a text naming one that
+        fits nowhere.
         """
         if not servers:
             return None
@@ -480,12 +489,17 @@ class MovePlan(object):
         names = set(loads.hosts)
         items = [i for i in self.items if i.host in names]
         now = self.now
-        for server_id, demand in sorted(
+        spread = {}
+        for server in sorted(
                 servers, key=lambda sd: (-sd[1].memory_mb, -sd[1].vcpus,
                                          sd[0])):
+            server_id, demand = server[0], server[1]
+            allowed, key = (tuple(server[2:4]) + (None, None))[:2]
             cal = calendar.Calendar({}, items) if items else None
             ok = fit.fits(cal, loads, demand, now, None)
-            candidates = [k for k, good in enumerate(ok) if good]
+            candidates = [k for k, good in enumerate(ok) if good and (
+                allowed is None or loads.hosts[k] in allowed) and (
+                key is None or loads.hosts[k] not in spread.get(key, ()))]
             if not candidates:
                 return ('server %s (%d vcpus, %d MB RAM, %d GB disk) fits on '
                         'no other compute host from now on (%d looked at)'
@@ -495,6 +509,8 @@ class MovePlan(object):
                                 None)
             best = max(zip(candidates, room),
                        key=lambda kr: (kr[1], loads.hosts[kr[0]]))[0]
+            if key is not None:
+                spread.setdefault(key, set()).add(loads.hosts[best])
             items.append(calendar.Item(loads.hosts[best], now, None,
                                        demand.vcpus, demand.memory_mb,
                                        demand.disk_gb, False, server_id))

@@ -24,9 +24,11 @@ lost and none left migrating; a leased server is never moved.
 import time
 import types
 
+import fixtures
 from nova.tests.functional.api import client as api_client
 from oslo_serialization import jsonutils
 
+from nova_lease.api_ext import nova_hosts
 from nova_lease import audit
 from nova_lease.db import api as db_api
 from nova_lease.plugins.host import plugin as host_plugin
@@ -228,6 +230,82 @@ class BestEffortRefusedTest(BestEffortMixin, base.LeaseFunctionalBase):
         self.assertEqual('host3', self._settled(b))
         self.assertEqual(['host1'], self._aggregate('freepool')['hosts'])
 
+    def test_f2_member_refusal_names_nothing_of_others(self):
+        self._register('host1')
+        a = self._server_on('host2', 'a', flavor=MEDIUM)
+        b = self._server_on('host3', 'b', flavor=MEDIUM)
+        self.set_policy({'nova_lease:leases:create:best_effort':
+                         'rule:project_member_or_admin'})
+        message = self._best_effort(2, status=409, api=self.api)[
+            'error_message']
+        self.assertIn('1 more host(s) needed, 0 could be emptied', message)
+        for secret in (a['id'], b['id'], 'host2', 'host3',
+                       test_lease_api.OTHER_PROJECT, 'fits on no other'):
+            self.assertNotIn(secret, message)
+        # The operator finds why in the log (and an admin in the 409).
+        self.assertIn(a['id'], self.stdlog.logger.output)
+        self.assertEqual([], db_api.lease_list(self.lease_db))
+
+    def test_s1_no_nova_query_under_the_host_locks(self):
+        """A refused best-effort request asks Nova nothing per host while
+        it holds host locks (it surveys the opted-in hosts first).
+        """
+        self._register('host1')
+        self._server_on('host2', 'a', flavor=MEDIUM)
+        self._server_on('host3', 'b', flavor=MEDIUM)
+        calls = []
+        real_lock = db_api.lock_hosts
+
+        def lock(session, names, *args, **kwargs):
+            if names:
+                calls.append(('lock', tuple(names)))
+            return real_lock(session, names, *args, **kwargs)
+
+        self.useFixture(fixtures.MockPatchObject(db_api, 'lock_hosts',
+                                                 new=lock))
+        for name in ('compute_node_facts', 'servers_to_move',
+                     'aggregate_hosts', 'working_compute_hosts',
+                     'dedicated_hosts'):
+            real = getattr(nova_hosts, name, None)
+            if real is None:
+                continue
+
+            def spy(*args, _real=real, _name=name, **kwargs):
+                calls.append(('nova', _name))
+                return _real(*args, **kwargs)
+
+            self.useFixture(fixtures.MockPatchObject(nova_hosts, name,
+                                                     new=spy))
+        self._best_effort(2, status=409)
+        self.assertIn(('nova', 'servers_to_move'), calls)
+        first_lock = [i for i, c in enumerate(calls) if c[0] == 'lock']
+        self.assertNotEqual([], first_lock)
+        self.assertEqual([], [c for c in calls[first_lock[0]:]
+                              if c[0] == 'nova'])
+
+    def test_s4_anti_affinity_is_kept_by_the_fit(self):
+        """Each server may only go where its anti-affinity sibling runs:
+        no host can be emptied (Nova would refuse every migration).
+        """
+        self._register('host1')
+        group = self.other.api_post('/os-server-groups', {
+            'server_group': {'name': 'spread',
+                             'policy': 'anti-affinity'}}).body[
+            'server_group']
+        servers = []
+        for host in ('host2', 'host3'):
+            body = {'server': self._build_server(
+                name='spread-' + host, image_uuid=self.image_id,
+                flavor_id=TINY, networks='none', az='nova:%s' % host),
+                'os:scheduler_hints': {'group': group['id']}}
+            servers.append(self._wait_for_state_change(
+                self.other.post_server(body), 'ACTIVE'))
+        body = self._best_effort(2, status=409)
+        self.assertIn('fits on no other compute host', body['error_message'])
+        self.assertEqual([], db_api.lease_list(self.lease_db))
+        self.assertEqual('host2', self._settled(servers[0]))
+        self.assertEqual('host3', self._settled(servers[1]))
+
 
 class BestEffortTimeoutTest(BestEffortMixin, base.LeaseFunctionalBase):
 
@@ -248,7 +326,9 @@ class BestEffortTimeoutTest(BestEffortMixin, base.LeaseFunctionalBase):
         lease = self._lease(lease['id'])
         # Half-way: one host emptied, one not; still hunting.
         self.assertEqual('IN_PROGRESS', lease['status'])
-        self.assertIn(stuck['id'], lease['status_reason'])
+        # (The server in the way is named in the engine's log only: F2.)
+        self.assertIn('still being moved', lease['status_reason'])
+        self.assertIn(stuck['id'], self.stdlog.logger.output)
         self.assertNotIn(self._settled(movable), ('host1', 'host2', 'host3'))
         self.assertEqual('host3', self._settled(stuck))
         # The auditor knows a hunt: the server in its way is being moved,
@@ -266,7 +346,6 @@ class BestEffortTimeoutTest(BestEffortMixin, base.LeaseFunctionalBase):
         lease = self._lease(lease['id'])
         self.assertEqual('TIMEDOUT', lease['status'])
         self.assertIn('best_effort_timeout', lease['status_reason'])
-        self.assertIn(stuck['id'], lease['status_reason'])
         self.assertEqual('deleted', lease['reservations'][0]['status'])
         # Each phase is notified (by the engine's notification pool).
         for _i in range(100):
@@ -294,6 +373,37 @@ class BestEffortTimeoutTest(BestEffortMixin, base.LeaseFunctionalBase):
         self.engine.process_due()
         self.assertEqual('TERMINATED', self._lease(lease['id'])['status'])
         self.assertEqual(['host1'], self._aggregate('freepool')['hosts'])
+
+    def _assert_nothing_of_others(self, lease_id, *secrets):
+        """A member of the lease's project sees none of ``secrets`` in
+        the lease (status_reason, events' last_error).
+        """
+        shown = self._lease(lease_id)
+        texts = [shown['status_reason']] + [e['last_error']
+                                            for e in shown['events']]
+        texts = [t for t in texts if t]
+        self.assertNotEqual([], texts)
+        for text in texts:
+            for secret in secrets:
+                self.assertNotIn(secret, text)
+        return shown
+
+    def test_f2_member_sees_no_server_host_or_fault_of_others(self):
+        lease, stuck, _faults = self._half_way()
+        secrets = (stuck['id'], 'host2', 'host3', 'injected fault',
+                   test_lease_api.OTHER_PROJECT)
+        shown = self._assert_nothing_of_others(lease['id'], *secrets)
+        self.assertEqual('IN_PROGRESS', shown['status'])
+        self.assertIn('still being moved', shown['status_reason'])
+        # The details are the operator's: in the engine's log.
+        self.assertIn(stuck['id'], self.stdlog.logger.output)
+        self.assertIn('injected fault', self.stdlog.logger.output)
+        # Timed out: the same.
+        self.clock.advance(minutes=61)
+        self.engine.process_due()
+        shown = self._assert_nothing_of_others(lease['id'], *secrets)
+        self.assertEqual('TIMEDOUT', shown['status'])
+        self.assertIn('best_effort_timeout', shown['status_reason'])
 
     def _half_way(self):
         """A lease IN_PROGRESS: host2 emptied, host3's server refused."""
@@ -405,3 +515,91 @@ class BestEffortAdmissionTest(BestEffortMixin, base.LeaseFunctionalBase):
         body = self._best_effort(2, status=403)
         self.assertIn('max_promised_hosts', body['error_message'])
         self._nothing_happened((bystander, 'host3'))
+
+    def test_f4_a_host_with_a_locked_server_is_no_candidate(self):
+        self._register('host1')
+        # host3 is the cheaper to empty, but its server's owner locked it.
+        locked = self._server_on('host3', 'locked')
+        self.other.post_server_action(locked['id'], {'lock': None})
+        crowd = [self._server_on('host4', 'crowd-%d' % i) for i in range(2)]
+        lease = self._best_effort(2)
+        self.assertEqual(['host1', 'host4'], self._hosts_of(lease))
+        self.engine.process_due()
+        lease = self._lease(lease['id'])
+        self.assertEqual('ACTIVE', lease['status'], lease['status_reason'])
+        self.assertEqual('host3', self._settled(locked))
+        self.assertTrue(self.admin_api.get_server(locked['id'])['locked'])
+        for server in crowd:
+            self.assertNotIn(self._settled(server), ('host1', 'host4'))
+        # Only locked servers left: no candidate at all.
+        self.api.api_delete(PREFIX + '/leases/%s' % lease['id'])
+        self.engine.process_due()
+        self.assertEqual('TERMINATED', self._lease(lease['id'])['status'])
+        body = self._best_effort(3, status=409, name='again')
+        self.assertIn('locked', body['error_message'])
+        self.assertEqual('host3', self._settled(locked))
+
+
+#: A project that is neither the lease's nor the bystanders'.
+THIRD_PROJECT = 'c0ffee00c0ffee00c0ffee00c0ffee00'
+
+
+class BestEffortHostStateTest(BestEffortMixin, base.LeaseFunctionalBase):
+    """Candidates and destinations are enabled, up and not dedicated to
+    another project (issue 28: F3).
+    """
+
+    COMPUTES = {'host1': HOST, 'host2': HOST, 'host3': HOST, 'host4': HOST,
+                'host5': HOST, 'host6': HOST}
+
+    def _set_service(self, host, **body):
+        [service] = self.admin_api.api_get(
+            '/os-services?binary=nova-compute&host=%s' % host).body[
+                'services']
+        self.admin_api.api_put('/os-services/%s' % service['id'], body)
+
+    def _maintenance(self):
+        """host2 disabled, host3 dedicated to another project, host6
+        forced down: each is empty, so each would be the first taken.
+        """
+        self._set_service('host2', status='disabled',
+                          disabled_reason='maintenance')
+        self._opt_in('host3', name='dedicated',
+                     metadata={'filter_tenant_id': THIRD_PROJECT})
+        self._set_service('host6', forced_down=True)
+
+    def test_f3_no_disabled_down_or_dedicated_candidate(self):
+        self._register('host1')
+        lone = self._server_on('host4', 'lone')
+        crowd = [self._server_on('host5', 'crowd-%d' % i) for i in range(2)]
+        self._maintenance()
+        lease = self._best_effort(2)
+        self.assertEqual(['host1', 'host4'], self._hosts_of(lease))
+        self.engine.process_due()
+        lease = self._lease(lease['id'])
+        self.assertEqual('ACTIVE', lease['status'], lease['status_reason'])
+        # (Nova's scheduler picks where it goes: never a disabled or
+        # down host.)
+        self.assertNotIn(self._settled(lone),
+                         ('host1', 'host2', 'host4', 'host6'))
+        for server in crowd:
+            self.assertEqual('host5', self._settled(server))
+
+    def test_f3_no_disabled_down_or_dedicated_destination(self):
+        self._register('host1')
+        # host4's server fits on no enabled, up, shared host: host5 is
+        # full (4 GB each on 7.5 GB hosts).
+        moved = self._server_on('host4', 'moved', flavor=MEDIUM)
+        full = self._server_on('host5', 'full', flavor=MEDIUM)
+        self._maintenance()
+        # Only host4 may be taken: the others are destinations only.
+        aggregate = self._aggregate(self.HUNTING)
+        for host in ('host2', 'host3', 'host5', 'host6'):
+            self.admin_api.api_post(
+                '/os-aggregates/%s/action' % aggregate['id'],
+                {'remove_host': {'host': host}})
+        body = self._best_effort(2, status=409)
+        self.assertIn('fits on no other compute host', body['error_message'])
+        self.assertEqual([], db_api.lease_list(self.lease_db))
+        self.assertEqual('host4', self._settled(moved))
+        self.assertEqual('host5', self._settled(full))

@@ -23,8 +23,8 @@ from nova_lease.periodic import outcomes
 from nova_lease.plugins import base as plugin_base
 
 
-def _server(sid, memory_mb=512, status='ACTIVE', task=None):
-    return hunt.Server(sid, 'p', status, task, 1, memory_mb, 1)
+def _server(sid, memory_mb=512, status='ACTIVE', task=None, locked=False):
+    return hunt.Server(sid, 'p', status, task, 1, memory_mb, 1, locked)
 
 
 def _host(name, *servers):
@@ -79,6 +79,30 @@ class ChooseTest(testtools.TestCase):
             hosts, 1, lambda servers, taken: None, cold=True)])
         self.assertIsNone(hunt.movable(hosts[0].servers[0], cold=True))
 
+    def test_a_locked_server_is_never_moved(self):
+        hosts = [_host('a', _server('a1', locked=True)),
+                 _host('b', _server('b1'), _server('b2'))]
+        self.assertEqual(['b'], [c.host for c in hunt.choose(
+            hosts, 1, lambda servers, taken: None, cold=True)])
+        self.assertIn('locked', hunt.movable(hosts[0].servers[0], cold=True))
+
+    def test_s4_destinations_keep_zone_and_anti_affinity(self):
+        anti = hunt.ServerGroup('g', 'anti-affinity', frozenset({'b'}))
+        server = _server('a1')._replace(zone='az1', group=anti)
+        zones = {'a': 'az1', 'b': 'az1', 'c': 'az2', 'd': 'az1'}
+        self.assertEqual({'a', 'd'}, hunt.destinations(server, zones, zones))
+        self.assertEqual({'a', 'b', 'c', 'd'},
+                         hunt.destinations(_server('a2'), zones, zones))
+        self.assertEqual('g', hunt.spread(server))
+        self.assertIsNone(hunt.spread(_server('a2')))
+
+    def test_s4_an_affinity_member_does_not_move_alone(self):
+        group = hunt.ServerGroup('g', 'affinity', frozenset({'a'}))
+        self.assertIn('affinity', hunt.movable(
+            _server('a1')._replace(group=group)))
+        alone = hunt.ServerGroup('g', 'affinity', frozenset())
+        self.assertIsNone(hunt.movable(_server('a1')._replace(group=alone)))
+
     def test_nothing_to_hunt(self):
         self.assertEqual([], hunt.choose([], 0, None))
         e = self.assertRaises(hunt.NoCandidates, hunt.choose, [], 1, None)
@@ -88,7 +112,8 @@ class ChooseTest(testtools.TestCase):
 class HuntOutcomeTest(testtools.TestCase):
 
     OPTS = types.SimpleNamespace(max_retries=0, retry_interval=30,
-                                 best_effort_retry_interval=5)
+                                 best_effort_retry_interval=5,
+                                 best_effort_timeout=60)
     EVENT = {'id': 'e', 'lease_id': 'l', 'event_type': 'start_lease',
              'attempts': 7}
     LEASE = {'id': 'l', 'status': 'IN_PROGRESS'}
@@ -115,7 +140,8 @@ class HuntOutcomeTest(testtools.TestCase):
                          (result['status'], result['lease_status'],
                           result['lease_expected'],
                           result['reservation_status']))
-        self.assertEqual('gave up after 60 minutes', result['status_reason'])
+        self.assertIn('gave up after 60 minutes', result['status_reason'])
+        self.assertIn('best_effort_timeout', result['status_reason'])
         self.assertEqual(['lease.timedout'], [n[0] for n in notices])
 
     def test_a_started_hunt_is_active_on_success(self):
