@@ -53,7 +53,7 @@ HOSTS = {'host%d' % i: (2, 4096, 40) for i in range(1, 5)}
 BEST_EFFORT_HOSTS = ('host1', 'host2')
 BEST_EFFORT_AGGREGATE = 'soak-best-effort'
 #: The project of the operators' best-effort leases.
-OPS_PROJECT = 'a0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5'
+OPS_PROJECT = 'c0ffee00c0ffee00c0ffee00c0ffee00'
 DURATIONS = (30, 60, 120, 180)
 MAX_SERVERS = 24
 _SETTLED = ('ACTIVE', 'SHUTOFF', 'ERROR', 'SHELVED_OFFLOADED',

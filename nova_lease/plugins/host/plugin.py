@@ -302,19 +302,38 @@ class HostPlugin(base.ComputePlugin):
 
     @staticmethod
     def _note(lease, reservation, left):
+        """What the lease's owner reads of the servers left alone: its
+        own project's named, other projects' counted (guarantee 6: a
+        member never sees another project's ids; the log names them).
+        """
         if not left:
             return None
-        named = ', '.join(
-            '%s on %s (project %s)' % (server['id'], host,
-                                       server.get('tenant_id'))
-            for host, server in left[:NOTE_SERVERS])
-        if len(left) > NOTE_SERVERS:
-            named += ' and %d more' % (len(left) - NOTE_SERVERS)
+        own = [(host, server) for host, server in left
+               if server.get('tenant_id') == lease['project_id']]
+        others = len(left) - len(own)
+        if others:
+            LOG.warning('Lease %(lease)s: servers of other projects left '
+                        'alone on the hosts of reservation %(rid)s: '
+                        '%(servers)s',
+                        {'lease': lease['id'], 'rid': reservation['id'],
+                         'servers': ', '.join(
+                             '%s on %s (project %s)' % (
+                                 server['id'], host, server.get('tenant_id'))
+                             for host, server in left
+                             if server.get('tenant_id') !=
+                             lease['project_id'])})
+        named = ', '.join('%s on %s' % (server['id'], host)
+                          for host, server in own[:NOTE_SERVERS])
+        if len(own) > NOTE_SERVERS:
+            named += ' and %d more' % (len(own) - NOTE_SERVERS)
+        parts = [named] if named else []
+        if others:
+            parts.append('%d server(s) of other projects' % others)
         return ('%d server(s) found on the hosts of reservation %s do not '
                 'belong to the lease (not booted by project %s with --hint '
                 'reservation=%s) and were left alone: %s'
                 % (len(left), reservation['id'], lease['project_id'],
-                   reservation['id'], named))
+                   reservation['id'], '; '.join(parts)))
 
     def _linked(self, lease):
         """Servers linked to reservations of the lease (resource ids)."""
