@@ -179,8 +179,13 @@ class Walk(object):
         """
         return len(self._known()) >= MAX_SERVERS
 
-    def _leases(self, statuses):
-        return db_api.lease_list(self.case.lease_db, statuses=statuses)
+    def _leases(self, statuses, project=None):
+        """The leases of the owner's project (the one the walk's lease
+        steps act as), or of ``project``.
+        """
+        return db_api.lease_list(
+            self.case.lease_db, statuses=statuses,
+            project_id=project or self.case.api.project_id)
 
     def _pick(self, items):
         items = list(items)
@@ -370,7 +375,7 @@ class Walk(object):
         """DELETE of a best-effort lease while it hunts: one that is
         IN_PROGRESS, or one created just now (before the engine acts).
         """
-        lease = self._pick(self._leases(('IN_PROGRESS',)))
+        lease = self._pick(self._leases(('IN_PROGRESS',), OPS_PROJECT))
         if lease is None:
             created = self._call(self.case.ops_api.api_post,
                                  PREFIX + '/leases', self._best_effort_body())
@@ -382,7 +387,7 @@ class Walk(object):
 
     def restart_engine(self):
         """The engine dies and another starts, hunts in flight or not."""
-        hunting = len(self._leases(('IN_PROGRESS',)))
+        hunting = len(self._leases(('IN_PROGRESS',), OPS_PROJECT))
         self.case.restart_engine()
         return hunting
 
