@@ -57,14 +57,16 @@ class FlavorPlugin(host_plugin.HostPlugin):
             raise base.PluginError(
                 reason='instance reservation %s of lease %s has no slot '
                        'hosts' % (reservation['id'], lease['id']))
+        gate = self._gate(lease, reservation)
         name = host_plugin.aggregate_name(reservation['id'])
         aggregate = self._ensure_aggregate(self._aggregates(), lease,
                                            reservation)
         for host in hosts:
-            aggregate = self._add_host(aggregate, host, name)
+            aggregate = self._add_host(gate, aggregate, host, name)
         flavor_id = self._props(reservation).get('flavor_id')
         if flavor_id:
-            self.compute.add_flavor_access(flavor_id, lease['project_id'])
+            gate.add_flavor_access(flavor_id, lease['project_id'],
+                                   why='the lease starts')
 
     def on_end(self, lease, reservation):
         return self._end(lease, reservation)
@@ -73,10 +75,12 @@ class FlavorPlugin(host_plugin.HostPlugin):
         return self._end(lease, reservation)
 
     def _end(self, lease, reservation):
+        gate = self._gate(lease, reservation)
         props = self._props(reservation)
         flavor_id = props.get('flavor_id')
         if flavor_id:
-            self.compute.remove_flavor_access(flavor_id, lease['project_id'])
+            gate.remove_flavor_access(flavor_id, lease['project_id'],
+                                      why='the lease ends')
             servers = self.compute.list_servers(all_projects=True,
                                                 flavor=flavor_id)
             for server in servers:
@@ -84,14 +88,17 @@ class FlavorPlugin(host_plugin.HostPlugin):
                          'at the end of lease %(lease)s',
                          {'server': server['id'], 'res': reservation['id'],
                           'lease': lease['id']})
-                self.compute.delete_server(server['id'])
+                gate.delete_server(server['id'], server=server,
+                                   why='the lease ends')
             for server in servers:
                 self.compute.wait_for_server(server['id'], (), self._timeout,
                                              gone_ok=True, fail_statuses=())
         aggregate = self._own_aggregate(self._aggregates(), reservation)
         if aggregate is not None:
-            self._delete_aggregate(aggregate, lease, aggregate['name'])
+            self._delete_aggregate(gate, aggregate, lease,
+                                   aggregate['name'])
         if flavor_id:
-            self.compute.delete_flavor(flavor_id)
+            gate.delete_flavor(flavor_id, why='the lease ends')
         if props.get('server_group_id'):
-            self.compute.delete_server_group(props['server_group_id'])
+            gate.delete_server_group(props['server_group_id'],
+                                     why='the lease ends')
