@@ -362,6 +362,7 @@ class LeaseGate(_Binding):
                   'target_kind': kind, 'target_id': str(args[0]),
                   'action': action, 'reason': reason,
                   'engine': engine_name()}
+        need = self._need(name, need, args, aggregate)
         lease, reservation = self._current()
         if lease is None:
             self._refuse(values, 'the lease no longer exists',
@@ -377,6 +378,30 @@ class LeaseGate(_Binding):
         if why:
             self._refuse(values, why)
         return self._run(name, args, kwargs, values)
+
+    def _need(self, name, need, args, aggregate):
+        """What an aggregate action needs: giving the lease a host (its
+        own aggregate gets it, the free pool loses it) needs the lease
+        live; giving it back needs its row only.
+        """
+        if name not in ('create_aggregate', 'set_aggregate_metadata',
+                        'add_aggregate_host', 'remove_aggregate_host'):
+            return need
+        if name == 'create_aggregate':
+            pool = args[0] == self._gate.freepool
+        else:
+            if aggregate is None:
+                try:
+                    aggregate = self._client.get_aggregate(args[0])
+                except compute.ComputeNotFound:
+                    aggregate = {}
+            pool = (aggregate.get('name') == self._gate.freepool and
+                    self._gate.freepool is not None)
+        gives = {'create_aggregate': not pool,
+                 'set_aggregate_metadata': True,
+                 'add_aggregate_host': not pool,
+                 'remove_aggregate_host': pool}[name]
+        return START if gives else RELEASE
 
     def _check_server(self, name, action, need, args, lease, reservation,
                       values, server=None, **_kw):
@@ -419,10 +444,7 @@ class LeaseGate(_Binding):
                     % server_id)
         if linked:
             return 'server %s is linked to another lease' % server_id
-        props = (reservation or {}).get('properties') or {}
-        flavor = (server.get('flavor') or {})
-        if props.get('flavor_id') and props['flavor_id'] in (
-                flavor.get('id'), flavor.get('original_name')):
+        if self._has_flavor(server, reservation):
             return None
         if values['target_host'] in self._hosts(reservation):
             return None
@@ -433,6 +455,22 @@ class LeaseGate(_Binding):
             return None
         return ('server %s is neither linked to the lease nor on one of '
                 'its hosts' % server_id)
+
+    @staticmethod
+    def _has_flavor(server, reservation):
+        """Was the server booted with the reservation's own flavor?
+        (Nova's copy of the flavor in the server: not the owner's to
+        write.)
+        """
+        flavor_id = ((reservation or {}).get('properties') or {}).get(
+            'flavor_id')
+        if not flavor_id:
+            return False
+        flavor = server.get('flavor') or {}
+        return (flavor.get('id') == flavor_id or
+                flavor.get('original_name') in (
+                    flavor_id, 'reservation:%s' % flavor_id) or
+                flavor_id in (flavor.get('extra_specs') or {}).values())
 
     def _check_host(self, name, action, need, args, lease, reservation,
                     values, aggregate=None, **_kw):

@@ -21,6 +21,7 @@ rest of the cloud cannot take the servers; TIMEDOUT after
 lost and none left migrating; a leased server is never moved.
 """
 
+import threading
 import time
 import types
 
@@ -306,3 +307,66 @@ class BestEffortTimeoutTest(BestEffortMixin, base.LeaseFunctionalBase):
         self.assertEqual('ACTIVE', lease['status'], lease['status_reason'])
         self.assertNotIn(self._settled(stuck), ('host1', 'host2', 'host3'))
         self.assertGreater(faults.faults['live'], 0)
+
+
+class BestEffortGateTest(BestEffortMixin, base.LeaseFunctionalBase):
+    """The hunt acts through the engine's gate (nova_lease.gate): it
+    re-reads the lease and checks each server before each action.
+    """
+
+    COMPUTES = {'host1': HOST, 'host2': HOST, 'host3': HOST, 'host4': HOST,
+                'host5': HOST}
+
+    def _three_hosts(self):
+        """host1 free; host2 and host3 each run one bystander (the
+        cheapest to empty); host4 and host5 run more.
+        """
+        self._register('host1')
+        first = self._server_on('host2', 'first')
+        second = self._server_on('host3', 'second')
+        for host, n in (('host4', 2), ('host5', 3)):
+            for i in range(n):
+                self._server_on(host, '%s-%d' % (host, i))
+        faults = lease_fixtures.FaultInjector(self.keystone.nova_app)
+        self.keystone.nova_app = faults
+        return first, second, faults
+
+    def _journal(self, lease):
+        return [(r['target_id'], r['action'], r['outcome'])
+                for r in db_api.action_list(self.lease_db,
+                                            lease_id=lease['id'])]
+
+    def test_delete_during_the_hunt_stops_it(self):
+        # F6: DELETE while the hunt migrates the first bystander: the
+        # hunt moves nothing more and never starts the deleted lease.
+        first, second, faults = self._three_hosts()
+        hung = faults.hang('first migration', 'POST',
+                           r'/servers/%s/action$' % first['id'],
+                           body='"os-migrateLive"')
+        self.addCleanup(hung.release)
+        lease = self._best_effort(3)
+        self.assertEqual(['host1', 'host2', 'host3'], self._hosts_of(lease))
+        rid = lease['reservations'][0]['id']
+        runner = threading.Thread(target=self.engine.process_due,
+                                  daemon=True)
+        runner.start()
+        self.assertTrue(hung.reached.wait(60))
+        self.api.api_delete(PREFIX + '/leases/%s' % lease['id'])
+        hung.release()
+        runner.join(180)
+        self.assertFalse(runner.is_alive())
+        self.engine.process_due()
+        self.assertEqual('TERMINATED', self._lease(lease['id'])['status'])
+        # The bystander not yet asked for stays where it was.
+        self.assertEqual('host3', self._settled(second))
+        self.assertEqual(
+            0, len([r for r in faults.requests
+                    if r[1] == 'POST' and second['id'].encode() in
+                    r[2].encode() + r[3]]))
+        # The deleted lease was never started: no aggregate, its hosts
+        # are where they were.
+        self.assertIsNone(self._aggregate(host_plugin.aggregate_name(rid)))
+        self.assertEqual(['host1'], self._aggregate('freepool')['hosts'])
+        self.assertIn((second['id'], 'live_migrate', 'refused'),
+                      self._journal(lease))
+

@@ -92,6 +92,16 @@ MIGRATION_TRIES = 2
 _LEASED_SERVER_KEYS = (instance_leases.META_LEASE_ID, META_SERVER_RESERVATION)
 
 
+class HuntStopped(base.HuntTimedOut):
+    """The lease is no longer live (deleted or ended during its hunt):
+    the hunt gives up at once (the engine ends its start as a time-out's;
+    its end releases what the lease holds).
+    """
+
+    msg_fmt = ('best-effort lease %(lease)s: hunt stopped, nothing more is '
+               'moved and the lease is not started: %(reason)s')
+
+
 def hunted_hosts(reservation):
     """{hypervisor hostname: compute service host} of the hosts a
     best-effort reservation took from the cloud ({} for any other).
@@ -475,7 +485,15 @@ class HostPlugin(base.ComputePlugin):
                             'message') or 'its migrations failed'))
                     continue
                 tried[server_id] += 1
-                why = self._migrate(gate, server, name, cold)
+                try:
+                    why = self._migrate(gate, server, name, cold)
+                except gate_mod.Refused as e:
+                    if not e.lease_gone:
+                        raise
+                    # Deleted or ended meanwhile: nothing more is moved,
+                    # the lease is not started.
+                    raise HuntStopped(lease=lease['id'], reason=e.kwargs[
+                        'reason']) from e
                 if why:
                     refused.append(why)
                 else:
@@ -514,6 +532,8 @@ class HostPlugin(base.ComputePlugin):
                 gate.live_migrate_server(server_id, why=why)
                 return None
             except gate_mod.Refused as e:
+                if e.lease_gone:
+                    raise
                 return str(e)
             except compute.ComputeError as e:
                 if isinstance(e, compute.ComputeUnavailable):
@@ -532,6 +552,8 @@ class HostPlugin(base.ComputePlugin):
         try:
             gate.migrate_server(server_id, why=why)
         except gate_mod.Refused as e:
+            if e.lease_gone:
+                raise
             return str(e)
         except compute.ComputeError as e:
             if isinstance(e, compute.ComputeUnavailable):
