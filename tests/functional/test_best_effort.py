@@ -370,3 +370,19 @@ class BestEffortGateTest(BestEffortMixin, base.LeaseFunctionalBase):
         self.assertIn((second['id'], 'live_migrate', 'refused'),
                       self._journal(lease))
 
+    def test_a_server_its_owner_locked_is_never_moved(self):
+        # F4: the engine's admin credentials would bypass the lock; the
+        # hunt never moves a locked server, its host is not emptied.
+        first, second, _faults = self._three_hosts()
+        self.other.api_post('/servers/%s/action' % first['id'],
+                            {'lock': {}})
+        lease = self._best_effort(2)
+        self.assertEqual(['host1', 'host2'], self._hosts_of(lease))
+        self.engine.process_due()
+        lease = self._lease(lease['id'])
+        self.assertEqual('IN_PROGRESS', lease['status'])
+        self.assertIn('locked', lease['status_reason'])
+        self.assertEqual('host2', self._settled(first))
+        self.assertEqual('host3', self._settled(second))
+        self.assertEqual([], [row for row in self._journal(lease)
+                              if row[2] == 'done'])

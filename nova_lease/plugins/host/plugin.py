@@ -476,6 +476,12 @@ class HostPlugin(base.ComputePlugin):
                     refused.append('server %s on %s is leased: never moved'
                                    % (server_id, name))
                     continue
+                if server.get('locked'):
+                    # Its owner locked it: never moved (the engine's
+                    # admin credentials would bypass the lock).
+                    refused.append('server %s on %s is locked by its '
+                                   'owner: never moved' % (server_id, name))
+                    continue
                 if server.get('OS-EXT-STS:task_state'):
                     moving.append(server_id)
                     continue
