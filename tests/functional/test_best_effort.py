@@ -386,3 +386,21 @@ class BestEffortGateTest(BestEffortMixin, base.LeaseFunctionalBase):
         self.assertEqual('host3', self._settled(second))
         self.assertEqual([], [row for row in self._journal(lease)
                               if row[2] == 'done'])
+
+    def test_user_metadata_does_not_make_a_server_leased(self):
+        # S5: lease_id / lease_reservation_id in a server's metadata are
+        # its owner's to write: they do not stall a hunt (the side
+        # database says which servers are leased).
+        first, second, _faults = self._three_hosts()
+        self.other.api_post('/servers/%s/metadata' % first['id'],
+                            {'metadata': {'lease_id': 'not-a-lease',
+                                          'lease_reservation_id': 'x'}})
+        lease = self._best_effort(2)
+        self.assertEqual(['host1', 'host2'], self._hosts_of(lease))
+        self.engine.process_due()
+        lease = self._lease(lease['id'])
+        self.assertEqual('ACTIVE', lease['status'], lease['status_reason'])
+        self.assertNotIn(self._settled(first), ('host1', 'host2'))
+        self.assertEqual('host3', self._settled(second))
+        self.assertIn((first['id'], 'live_migrate', 'done'),
+                      self._journal(lease))

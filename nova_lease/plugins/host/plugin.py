@@ -62,7 +62,6 @@ from nova_lease import hunt as hunt_core
 from nova_lease.periodic import idle
 from nova_lease.plugins import base
 from nova_lease.plugins.host import allocation
-from nova_lease.plugins.instance import leases as instance_leases
 from nova_lease.plugins import types
 from nova_lease import status
 
@@ -87,9 +86,6 @@ _SHELVED = ('SHELVED', 'SHELVED_OFFLOADED')
 #: Migrations of one server tried in one attempt of a hunt before the
 #: attempt gives up on it (the next attempt, later, tries again).
 MIGRATION_TRIES = 2
-#: Server metadata keys that mark a leased server (a VM lease's, or one
-#: booted onto a host reservation): a hunt never moves it.
-_LEASED_SERVER_KEYS = (instance_leases.META_LEASE_ID, META_SERVER_RESERVATION)
 
 
 class HuntStopped(base.HuntTimedOut):
@@ -469,10 +465,11 @@ class HostPlugin(base.ComputePlugin):
         for name, service in sorted(hunted_hosts(reservation).items()):
             for server in self._servers_on(service):
                 server_id = server['id']
-                metadata = server.get('metadata') or {}
-                if any(key in metadata for key in _LEASED_SERVER_KEYS):
+                if db_api.server_links(self.db, server_id):
                     # (Admission left such hosts out; one got there since,
                     # an admin's doing: never moved, the hunt waits.)
+                    # The side database says so: a server's metadata is
+                    # its owner's to write, and decides nothing here.
                     refused.append('server %s on %s is leased: never moved'
                                    % (server_id, name))
                     continue
