@@ -410,8 +410,7 @@ class LeaseGate(_Binding):
         if need == FINISH:
             asked = [row for row in db_api.action_list(
                 self._gate.db, lease_id=lease['id'], target_id=server_id)
-                if row['action'] in MOVES and row['outcome'] in (
-                    PENDING, DONE)]
+                if row['action'] in MOVES and row['outcome'] != REFUSED]
             if not asked:
                 return ('the lease never migrated server %s' % server_id)
             return None

@@ -404,3 +404,54 @@ class BestEffortGateTest(BestEffortMixin, base.LeaseFunctionalBase):
         self.assertEqual('host3', self._settled(second))
         self.assertIn((first['id'], 'live_migrate', 'done'),
                       self._journal(lease))
+
+    def _cold_hunt_with_a_failed_confirm(self):
+        """host1 free, host2's server live-migrates, host3's only
+        cold-migrates; Nova fails the first confirmation of that cold
+        migration. Returns (lease, first, second) after one attempt.
+        """
+        self.flags(best_effort_cold_migration=True, group='nova_lease')
+        self.engine, self.plugin = self._engine(
+            best_effort_cold_migration=True)
+        first, second, faults = self._three_hosts()
+        faults.fail('live', 'POST', r'/servers/%s/action$' % second['id'],
+                    body='"os-migrateLive"', status=409)
+        faults.fail('confirm', 'POST', r'/servers/%s/action$' % second['id'],
+                    body='"confirmResize"', status=500, times=1)
+        lease = self._best_effort(3)
+        self.assertEqual(['host1', 'host2', 'host3'], self._hosts_of(lease))
+        self.engine.process_due()
+        self.assertEqual(1, faults.faults['confirm'])
+        return lease, first, second
+
+    def _assert_confirmed(self, server):
+        server = self.admin_api.get_server(server['id'])
+        self.assertEqual('ACTIVE', server['status'])
+        self.assertIsNone(server['OS-EXT-STS:task_state'])
+        self.assertNotIn(server['OS-EXT-SRV-ATTR:host'],
+                         ('host1', 'host2', 'host3'))
+        migrations = self.admin_api.api_get(
+            '/os-migrations?instance_uuid=%s' % server['id']).body[
+            'migrations']
+        self.assertEqual(['confirmed'], [m['status'] for m in migrations])
+
+    def test_failed_confirm_is_confirmed_before_the_host_counts(self):
+        # F5: the next attempt confirms the pending migration (journaled)
+        # before the host counts as empty.
+        lease, first, second = self._cold_hunt_with_a_failed_confirm()
+        self.clock.advance(seconds=31)
+        self.engine.process_due()
+        lease = self._lease(lease['id'])
+        self.assertEqual('ACTIVE', lease['status'], lease['status_reason'])
+        self._assert_confirmed(second)
+        self.assertNotIn(self._settled(first), ('host1', 'host2', 'host3'))
+        self.assertIn((second['id'], 'confirm', 'done'), self._journal(lease))
+
+    def test_pending_migration_is_confirmed_on_timeout(self):
+        # F5: at the time-out too, no bystander is left VERIFY_RESIZE.
+        lease, _first, second = self._cold_hunt_with_a_failed_confirm()
+        self.clock.advance(minutes=61)
+        self.engine.process_due()
+        lease = self._lease(lease['id'])
+        self.assertEqual('TIMEDOUT', lease['status'])
+        self._assert_confirmed(second)

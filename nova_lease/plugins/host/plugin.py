@@ -461,7 +461,10 @@ class HostPlugin(base.ComputePlugin):
             self._give_up(lease, reservation)
         cold = self.conf.nova_lease.best_effort_cold_migration
         gate = self._gate(lease, reservation)
-        moving, refused = [], []
+        # Migrations asked for earlier (this attempt or one before, by
+        # this engine or one that died) are confirmed first: a host
+        # never counts as empty while a server moved off it may go back.
+        moving, refused = self._confirm_pending(gate, lease), []
         for name, service in sorted(hunted_hosts(reservation).items()):
             for server in self._servers_on(service):
                 server_id = server['id']
@@ -571,6 +574,30 @@ class HostPlugin(base.ComputePlugin):
             gate.confirm_migration(server_id, why=why)
         return None
 
+    def _confirm_pending(self, gate, lease):
+        """Confirm the cold migrations the lease asked for (the gate's
+        journal) that wait for it; return the servers still moving.
+        """
+        asked = sorted({row['target_id'] for row in db_api.action_list(
+            self.db, lease_id=lease['id'], action='migrate')
+            if row['outcome'] != gate_mod.REFUSED})
+        moving = []
+        for server_id in asked:
+            try:
+                server = self.compute.get_server(server_id)
+            except compute.ServerNotFound:
+                continue
+            if server.get('OS-EXT-STS:task_state'):
+                moving.append(server_id)
+            elif server.get('status') == 'VERIFY_RESIZE':
+                LOG.info('Best-effort lease %(lease)s: confirming the '
+                         'migration of server %(server)s',
+                         {'lease': lease['id'], 'server': server_id})
+                gate.confirm_migration(server_id,
+                                       why='a pending migration of the hunt')
+                moving.append(server_id)
+        return moving
+
     def _give_up(self, lease, reservation):
         """Past the time-out: let the migrations under way finish, release
         the lease's hosts (the ones from the free pool stay there, the
@@ -579,6 +606,14 @@ class HostPlugin(base.ComputePlugin):
         gate = self._gate(lease, reservation)
         hunted = hunted_hosts(reservation)
         left = []
+        # No server left VERIFY_RESIZE: confirm what the journal shows.
+        for server_id in self._confirm_pending(gate, lease):
+            server = self.compute.wait_for_server(
+                server_id, hunt_core.LIVE_STATUSES + hunt_core.COLD_STATUSES +
+                ('VERIFY_RESIZE',), self._timeout, gone_ok=True,
+                fail_statuses=())
+            if server is not None and server['status'] == 'VERIFY_RESIZE':
+                gate.confirm_migration(server_id, why='the hunt gives up')
         for name, service in sorted(hunted.items()):
             for server in self._servers_on(service):
                 if server.get('OS-EXT-STS:task_state'):
