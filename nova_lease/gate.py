@@ -48,6 +48,7 @@ each, the binding:
 ``journal``): no action touched anything outside its lease.
 """
 
+import datetime
 import os
 import socket
 
@@ -279,8 +280,10 @@ class IdleGate(_Binding):
                   'engine': engine_name()}
         if action == 'disable' and host:
             now = timeutils.utcnow()
-            held = db_api.allocation_list(self._gate.db, hosts=[host],
-                                          start=now, end=now)
+            # An allocation that holds now (one starting this instant too).
+            held = db_api.allocation_list(
+                self._gate.db, hosts=[host], start=now,
+                end=now + datetime.timedelta(microseconds=1))
             if held:
                 self._refuse(values, 'host %s is held by a lease now'
                              % host)

@@ -228,3 +228,17 @@ class GateTest(testtools.TestCase):
         self.assertRaises(compute.ComputeConflict,
                           self._bound().shelve_server, 'mine')
         self.assertEqual([('mine', 'shelve', 'failed')], self._journal())
+
+    def test_idle_pass_never_disables_a_held_host(self):
+        db_api.allocation_create(self.db, {
+            'reservation_id': self.res['id'], 'host': 'h1',
+            'start_date': T0, 'end_date': T0 + datetime.timedelta(hours=1)})
+        idle = self.gate.idle()
+        self.assertRaises(gate.Refused, idle.disable_service, 'svc-1',
+                          'idle', service={'id': 'svc-1', 'host': 'h1'})
+        idle.disable_service('svc-2', 'idle',
+                             service={'id': 'svc-2', 'host': 'h2'})
+        self.assertEqual([('disable_service', 'svc-2', 'idle')],
+                         self.client.calls)
+        self.assertEqual([('svc-1', 'disable', 'refused'),
+                          ('svc-2', 'disable', 'done')], self._journal())
