@@ -174,6 +174,13 @@ class Gate(object):
     def db(self):
         return self._db() if callable(self._db) else self._db
 
+    def __setattr__(self, name, value):
+        if name in READS:
+            # (e.g. poll_interval, which the client's waits use)
+            setattr(self._client, name, value)
+        else:
+            super().__setattr__(name, value)
+
     def __getattr__(self, name):
         if name in READS:
             return getattr(self._client, name)
