@@ -58,6 +58,14 @@ danger (DESIGN "Guarantees" 1 and 2):
     down, disabled or missing. The idle action's disabling (its reason
     starts with ``idle_reason_prefix``) is by design until just before a
     promise, so a finding only under a started one.
+``journal``
+    An action of the engine (its gate's journal, ``engine_actions``)
+    that touched something outside its lease: a server deleted, shelved,
+    unshelved or changed that was not of the lease's project; a server
+    migrated off a host that was not one of the reservation's; a
+    migration confirmed that the lease never asked for; a flavor that
+    was not the reservation's. Refused actions touched nothing and are
+    not looked at.
 """
 
 import collections
@@ -166,6 +174,9 @@ class CloudState:
     #: ``{'id', 'is_public', 'reservation', 'access'}`` (``access`` the
     #: projects a private flavor is given to); None when not read.
     flavors: typing.Optional[list] = None
+    #: The engine's action journal (``engine_actions`` rows), None when
+    #: not read (no ``journal`` check then).
+    actions: typing.Optional[list] = None
 
 
 # -- helpers -----------------------------------------------------------------
@@ -741,8 +752,95 @@ def check_flavors(state, index=None):
     return findings
 
 
+#: Journaled server actions that only the lease's project's servers
+#: may get.
+_OWNER_ACTIONS = frozenset({'delete', 'shelve', 'shelve_offload',
+                            'unshelve', 'set_metadata', 'add_tag',
+                            'delete_tag'})
+_MOVES = frozenset({'live_migrate', 'migrate'})
+#: The reservation property of a best-effort host reservation's hunt.
+BEST_EFFORT = 'best_effort'
+
+
+def _reservation_hosts(index, state, reservation):
+    """Every name (hypervisor hostname, compute service host) of a host
+    the reservation holds or held: its allocations and the hosts its
+    hunt took.
+    """
+    names = {a['host'] for a in state.allocations
+             if a['reservation_id'] == reservation['id']}
+    props = reservation.get('properties') or {}
+    hunt = props.get(BEST_EFFORT) if isinstance(props, dict) else None
+    if hunt:
+        names.update(hunt.get('hosts') or ())
+        names.update((hunt.get('services') or {}).values())
+    services = {r.get('hypervisor_hostname'): r.get('service_host')
+                for r in state.registered}
+    services.update(state.hypervisors)
+    names.update(services[n] for n in list(names) if services.get(n))
+    return names
+
+
+def check_journal(state, index=None):
+    """Journaled engine actions that touched something outside their
+    lease (``journal``).
+    """
+    if not state.actions:
+        return []
+    index = index or _Index(state)
+    leases = {lease['id']: lease for lease in state.leases}
+    asked = {(row['lease_id'], row['target_id']) for row in state.actions
+             if row['action'] in _MOVES and row['outcome'] != 'refused'}
+    findings = []
+    for row in state.actions:
+        if row['outcome'] == 'refused' or not row.get('lease_id'):
+            continue
+        lease = leases.get(row['lease_id'])
+        reservation = None
+        if lease is not None:
+            reservation = next((r for r in lease.get('reservations') or ()
+                                if r['id'] == row.get('reservation_id')),
+                               None)
+        project = row.get('project_id') or (lease or {}).get('project_id')
+        kind, action = row['target_kind'], row['action']
+        why = None
+        if lease is not None and row.get('project_id') and (
+                row['project_id'] != lease['project_id']):
+            why = 'journaled for project %s, the lease is of project %s' % (
+                row['project_id'], lease['project_id'])
+        elif kind == 'server' and action in _OWNER_ACTIONS and (
+                row.get('target_project_id') != project):
+            why = 'server of project %s, the lease is of project %s' % (
+                row.get('target_project_id'), project)
+        elif kind == 'server' and action in _MOVES and (
+                reservation is not None and row.get('target_host') not in
+                _reservation_hosts(index, state, reservation)):
+            why = ('migrated off host %s, not one of reservation %s\'s'
+                   % (row.get('target_host'), reservation['id']))
+        elif kind == 'server' and action == 'confirm' and (
+                (row['lease_id'], row['target_id']) not in asked):
+            why = 'confirmed a migration the lease never asked for'
+        elif kind == 'flavor' and reservation is not None and (
+                (reservation.get('properties') or {}).get('flavor_id') !=
+                row['target_id']):
+            why = 'not the flavor of reservation %s' % reservation['id']
+        if why is None:
+            continue
+        findings.append(Finding(
+            'journal', '%s %s' % (kind, row['target_id']),
+            'engine action %s (%s of %s %s for lease %s, %s): %s'
+            % (row.get('id'), action, kind, row['target_id'],
+               row['lease_id'], row['outcome'], why),
+            {key: (_fmt(row[key]) if key == 'created_at' else row.get(key))
+             for key in ('id', 'lease_id', 'reservation_id', 'project_id',
+                         'target_kind', 'target_id', 'target_project_id',
+                         'target_host', 'action', 'outcome', 'engine',
+                         'created_at')}))
+    return findings
+
+
 CHECKS = (check_overcommit, check_hosts, check_leased_servers, check_events,
-          check_broken, check_services, check_flavors)
+          check_broken, check_services, check_flavors, check_journal)
 
 
 def check(state: CloudState) -> typing.List[Finding]:

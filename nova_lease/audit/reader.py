@@ -152,6 +152,7 @@ def read_state(conf, db=None, compute_client=None, placement=None,
         leases = db_api.lease_list(db)
         allocations = db_api.allocation_list(db)
         registered = db_api.host_list(db)
+        actions = db_api.action_list(db)
     except (exception.NovaLeaseException, ks_exc.ClientException,
             db_exc.DBError, sqlalchemy.exc.SQLAlchemyError) as e:
         raise AuditReadError(str(e)) from e
@@ -162,7 +163,8 @@ def read_state(conf, db=None, compute_client=None, placement=None,
         freepool=opts.freepool_aggregate,
         claim_timeout=opts.engine_claim_timeout, services=services,
         hypervisors=hypervisors, imminent=IMMINENT.total_seconds(),
-        idle_reason_prefix=idle.REASON_PREFIX, flavors=flavors)
+        idle_reason_prefix=idle.REASON_PREFIX, flavors=flavors,
+        actions=actions)
     _add_hints(state, compute_client)
     return state
 

@@ -141,7 +141,8 @@ def start_compute_hook(conf, engine, notifier=None, transport=None):
     try:
         return hook_service.start(
             conf, db=engine.db, notifier=notifier, transport=transport,
-            compute_client=plugin.compute if plugin is not None else None)
+            compute_client=(plugin.hook_client() if plugin is not None
+                            else None))
     except Exception:
         LOG.exception('The compute hook could not start; leased servers '
                       'are not shelved before their lease starts')

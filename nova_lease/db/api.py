@@ -38,6 +38,7 @@ Conventions:
   them with :data:`retry_on_deadlock`.
 """
 
+from nova_lease.db import actions
 from nova_lease.db import allocations
 from nova_lease.db import capacity
 from nova_lease.db import changes
@@ -169,3 +170,9 @@ process_stop = processes.process_stop
 process_list = processes.process_list
 process_prune = processes.process_prune
 engine_release_dead = processes.engine_release_dead
+
+# The action journal of the engine's gate.
+action_record = actions.action_record
+action_update = actions.action_update
+action_list = actions.action_list
+server_links = actions.server_links

@@ -512,6 +512,55 @@ class Process(Base):
         sa.Text, nullable=True)
 
 
+class EngineAction(Base):
+    """The action journal of the engine's gate (nova_lease.gate).
+
+    One row per change the engine asked of Nova, or was refused by the
+    gate: the lease and reservation it was for (``lease_id`` None for
+    the idle-host pass), the lease's project, the target (``server``,
+    ``host``, ``service``, ``flavor``, ``aggregate``, ``server_group``,
+    ``reservation``), the target's project and host when known, the
+    action (``delete``, ``live_migrate``, ...), why, and its
+    ``outcome``: ``done``, ``failed`` or ``refused``. ``engine`` names
+    the process and job. No foreign keys: the rows of a deleted lease
+    stay, for the auditor.
+    """
+
+    __tablename__ = 'engine_actions'
+    __table_args__ = (
+        sa.Index('ix_engine_actions_lease_id', 'lease_id'),
+        sa.Index('ix_engine_actions_target', 'target_kind', 'target_id'),
+        MYSQL_TABLE_ARGS,
+    )
+
+    id: orm.Mapped[int] = orm.mapped_column(
+        BigInteger, primary_key=True, autoincrement=True)
+    lease_id: orm.Mapped[typing.Optional[str]] = orm.mapped_column(
+        sa.String(UUID_LEN), nullable=True)
+    reservation_id: orm.Mapped[typing.Optional[str]] = orm.mapped_column(
+        sa.String(UUID_LEN), nullable=True)
+    project_id: orm.Mapped[typing.Optional[str]] = orm.mapped_column(
+        sa.String(NAME_LEN), nullable=True)
+    target_kind: orm.Mapped[str] = orm.mapped_column(
+        sa.String(16), nullable=False)
+    target_id: orm.Mapped[str] = orm.mapped_column(
+        sa.String(NAME_LEN), nullable=False)
+    target_project_id: orm.Mapped[typing.Optional[str]] = (
+        orm.mapped_column(sa.String(NAME_LEN), nullable=True))
+    target_host: orm.Mapped[typing.Optional[str]] = orm.mapped_column(
+        sa.String(NAME_LEN), nullable=True)
+    action: orm.Mapped[str] = orm.mapped_column(
+        sa.String(64), nullable=False)
+    reason: orm.Mapped[typing.Optional[str]] = orm.mapped_column(
+        sa.Text, nullable=True)
+    outcome: orm.Mapped[str] = orm.mapped_column(
+        sa.String(16), nullable=False)
+    engine: orm.Mapped[typing.Optional[str]] = orm.mapped_column(
+        sa.String(NAME_LEN), nullable=True)
+    created_at: orm.Mapped[datetime.datetime] = orm.mapped_column(
+        DateTime, nullable=False, default=_utcnow)
+
+
 LEASES = Lease.__table__
 RESERVATIONS = Reservation.__table__
 EVENTS = Event.__table__
@@ -524,3 +573,4 @@ GENERATIONS = Generation.__table__
 BOOT_REQUESTS = BootRequest.__table__
 DATABASE_IDENTITY = DatabaseIdentity.__table__
 PROCESSES = Process.__table__
+ENGINE_ACTIONS = EngineAction.__table__

@@ -348,7 +348,10 @@ class IdleHosts(object):
             reason = '%s: %s' % (REASON_PREFIX, why)
             if wake_at is not None:
                 reason += ', enabled again at %s' % _iso(wake_at)
-            client.disable_service(service['id'], reason[:255])
+            # Through the gate, its journal row in this transaction (an
+            # independent one would wait for these locks on SQLite).
+            client.idle(session=session).disable_service(
+                service['id'], reason[:255], service=service, why=reason)
         self.stats['disabled'] += 1
         LOG.info('Disabled idle host %(host)s (%(reason)s)',
                  {'host': service_host, 'reason': reason})
@@ -379,7 +382,7 @@ class IdleHosts(object):
         return decide_service(decisions, nodes)
 
     def _enable(self, client, host, service_host, until, wake_at, why):
-        if not enable_ours(client, service_host):
+        if not enable_ours(client.idle(), service_host):
             return False
         self.stats['enabled'] += 1
         LOG.info('Enabled host %(host)s that was idle: %(why)s',
@@ -389,26 +392,27 @@ class IdleHosts(object):
         return True
 
 
-def enable_ours(client, service_host):
+def enable_ours(gate, service_host):
     """Enable the nova-compute service of ``service_host`` if the idle
     action disabled it (never one disabled by anyone else); True if it
     did.
     """
     try:
-        service = client.get_compute_service(service_host)
+        service = gate.get_compute_service(service_host)
     except compute.ComputeNotFound:
         return False
     if service is None or not ours(service):
         return False
-    client.enable_service(service['id'])
+    gate.enable_service(service['id'], service=service,
+                        why='the idle action disabled it')
     return True
 
 
-def wake_host(client, host, notifier=None):
+def wake_host(gate, host, notifier=None):
     """Enable ``host`` (a service host) if the idle action disabled it
     (the host plugin, before it starts a lease on it); True if it did.
     """
-    if not enable_ours(client, host):
+    if not enable_ours(gate, host):
         return False
     LOG.info('Enabled host %s that was idle: a lease starts on it', host)
     send = getattr(notifier, 'notify_host', None)

@@ -200,24 +200,67 @@ class ResourcePlugin(metaclass=abc.ABCMeta):
 class ComputePlugin(ResourcePlugin):
     """A plugin that acts on Nova through nova_lease.compute.
 
-    The client is built from [nova_lease_auth] on first use (tests and
-    embedders may pass or assign their own).
+    ``compute`` is not the compute client itself but the engine's action
+    gate around it (nova_lease.gate.Gate): reads go through; every change
+    goes through :meth:`_gate` (bound to a lease and a reservation),
+    which checks it against the side database and journals it. The
+    client is built from [nova_lease_auth] on first use (tests and
+    embedders may pass or assign their own: it is wrapped).
     """
 
-    def __init__(self, conf, compute_client=None):
+    def __init__(self, conf, compute_client=None, db=None):
         super().__init__(conf)
-        self._compute = compute_client
+        self._client = compute_client
+        self._compute = None
+        self._db = db
+
+    @property
+    def db(self):
+        if self._db is None:
+            from nova_lease.db import api as db_api
+            self._db = db_api.get_database(self.conf)
+        return self._db
 
     @property
     def compute(self):
         if self._compute is None:
-            from nova_lease import compute
-            self._compute = compute.ComputeClient.from_conf(self.conf)
+            from nova_lease import gate
+            if isinstance(self._client, gate.Gate):
+                self._compute = self._client
+            else:
+                if self._client is None:
+                    from nova_lease import compute
+                    self._client = compute.ComputeClient.from_conf(
+                        self.conf)
+                self._compute = gate.Gate(
+                    self._client, lambda: self.db,
+                    freepool=self.conf.nova_lease.freepool_aggregate)
         return self._compute
 
     @compute.setter
     def compute(self, client):
-        self._compute = client
+        self._client = client
+        self._compute = None
+
+    def hook_client(self):
+        """The compute client itself, for the compute hook only (which
+        acts for a server's owner on its own boot, not for the engine).
+        """
+        self.compute
+        return self._client
+
+    def _gate_hosts(self, reservation):
+        """The hosts that are the reservation's, for the gate (None: its
+        allocations' hosts).
+        """
+        return None
+
+    def _gate(self, lease, reservation):
+        """The action gate bound to the lease and reservation."""
+        hosts_of = None
+        if type(self)._gate_hosts is not ComputePlugin._gate_hosts:
+            hosts_of = self._gate_hosts
+        return self.compute.lease(lease, reservation, hosts_of=hosts_of)
 
 
 def load_plugins(conf, names=None, strict=False):

@@ -105,6 +105,40 @@ class AuditTest(test_host_bystanders._ForcedBootMixin,
         self.assertEqual(0, code, err)
         self.assertIn('No broken or endangered promise', out)
 
+    def test_journal_of_actions_outside_their_lease(self):
+        # The engine's actions at a host lease's start and end are
+        # journaled and all inside the lease: nothing reported. A row
+        # that deleted another project's server (as an engine without
+        # the gate did at the end of an instance reservation) is.
+        self._register('host3')
+        lease = self._create(self._lease_body(
+            'now', self._at(hours=1), reservations=[self._host_res()]))
+        self.engine.process_due()
+        mine = self._boot_hinted(lease['reservations'][0]['id'])
+        self.clock.advance(hours=1)
+        self.engine.process_due()
+        self._wait_until_deleted(mine)
+        done = db_api.action_list(self.lease_db, lease_id=lease['id'],
+                                  outcome='done')
+        self.assertIn((mine['id'], 'delete'),
+                      [(r['target_id'], r['action']) for r in done])
+        self.assertEqual([], [f for f in self._audit()
+                              if f.check == 'journal'])
+        db_api.action_record(self.lease_db, {
+            'lease_id': lease['id'],
+            'reservation_id': lease['reservations'][0]['id'],
+            'project_id': lease['project_id'], 'target_kind': 'server',
+            'target_id': 'bystander-1',
+            'target_project_id': test_lease_api.OTHER_PROJECT,
+            'action': 'delete', 'outcome': 'done', 'reason': 'forged'})
+        [finding] = [f for f in self._audit() if f.check == 'journal']
+        self.assertEqual('server bystander-1', finding.subject)
+        self.assertIn('server of project %s' % test_lease_api.OTHER_PROJECT,
+                      finding.message)
+        code, out, _err = self._manage()
+        self.assertNotEqual(0, code)
+        self.assertIn('journal', out)
+
     def test_instance_reservation_servers_are_the_leases(self):
         # Blazar's instance reservations: servers booted with the
         # reservation's flavor run on free-pool hosts, within its slots:

@@ -21,6 +21,7 @@ rest of the cloud cannot take the servers; TIMEDOUT after
 lost and none left migrating; a leased server is never moved.
 """
 
+import threading
 import time
 import types
 
@@ -603,3 +604,151 @@ class BestEffortHostStateTest(BestEffortMixin, base.LeaseFunctionalBase):
         self.assertEqual([], db_api.lease_list(self.lease_db))
         self.assertEqual('host4', self._settled(moved))
         self.assertEqual('host5', self._settled(full))
+
+
+class BestEffortGateTest(BestEffortMixin, base.LeaseFunctionalBase):
+    """The hunt acts through the engine's gate (nova_lease.gate): it
+    re-reads the lease and checks each server before each action.
+    """
+
+    COMPUTES = {'host1': HOST, 'host2': HOST, 'host3': HOST, 'host4': HOST,
+                'host5': HOST}
+
+    def _three_hosts(self):
+        """host1 free; host2 and host3 each run one bystander (the
+        cheapest to empty); host4 and host5 run more.
+        """
+        self._register('host1')
+        first = self._server_on('host2', 'first')
+        second = self._server_on('host3', 'second')
+        for host, n in (('host4', 2), ('host5', 3)):
+            for i in range(n):
+                self._server_on(host, '%s-%d' % (host, i))
+        faults = lease_fixtures.FaultInjector(self.keystone.nova_app)
+        self.keystone.nova_app = faults
+        return first, second, faults
+
+    def _journal(self, lease):
+        return [(r['target_id'], r['action'], r['outcome'])
+                for r in db_api.action_list(self.lease_db,
+                                            lease_id=lease['id'])]
+
+    def test_delete_during_the_hunt_stops_it(self):
+        # F6: DELETE while the hunt migrates the first bystander: the
+        # hunt moves nothing more and never starts the deleted lease.
+        first, second, faults = self._three_hosts()
+        hung = faults.hang('first migration', 'POST',
+                           r'/servers/%s/action$' % first['id'],
+                           body='"os-migrateLive"')
+        self.addCleanup(hung.release)
+        lease = self._best_effort(3)
+        self.assertEqual(['host1', 'host2', 'host3'], self._hosts_of(lease))
+        rid = lease['reservations'][0]['id']
+        runner = threading.Thread(target=self.engine.process_due,
+                                  daemon=True)
+        runner.start()
+        self.assertTrue(hung.reached.wait(60))
+        self.api.api_delete(PREFIX + '/leases/%s' % lease['id'])
+        hung.release()
+        runner.join(180)
+        self.assertFalse(runner.is_alive())
+        self.engine.process_due()
+        self.assertEqual('TERMINATED', self._lease(lease['id'])['status'])
+        # The bystander not yet asked for stays where it was.
+        self.assertEqual('host3', self._settled(second))
+        self.assertEqual(
+            0, len([r for r in faults.requests
+                    if r[1] == 'POST' and second['id'].encode() in
+                    r[2].encode() + r[3]]))
+        # The deleted lease was never started: no aggregate, its hosts
+        # are where they were.
+        self.assertIsNone(self._aggregate(host_plugin.aggregate_name(rid)))
+        self.assertEqual(['host1'], self._aggregate('freepool')['hosts'])
+        self.assertIn((second['id'], 'live_migrate', 'refused'),
+                      self._journal(lease))
+
+    def test_a_server_its_owner_locked_is_never_moved(self):
+        # F4: the engine's admin credentials would bypass the lock; the
+        # hunt never moves a locked server, its host is not emptied.
+        first, second, _faults = self._three_hosts()
+        self.other.api_post('/servers/%s/action' % first['id'],
+                            {'lock': {}})
+        lease = self._best_effort(2)
+        self.assertEqual(['host1', 'host2'], self._hosts_of(lease))
+        self.engine.process_due()
+        lease = self._lease(lease['id'])
+        self.assertEqual('IN_PROGRESS', lease['status'])
+        self.assertIn('locked', lease['status_reason'])
+        self.assertEqual('host2', self._settled(first))
+        self.assertEqual('host3', self._settled(second))
+        self.assertEqual([], [row for row in self._journal(lease)
+                              if row[2] == 'done'])
+
+    def test_user_metadata_does_not_make_a_server_leased(self):
+        # S5: lease_id / lease_reservation_id in a server's metadata are
+        # its owner's to write: they do not stall a hunt (the side
+        # database says which servers are leased).
+        first, second, _faults = self._three_hosts()
+        self.other.api_post('/servers/%s/metadata' % first['id'],
+                            {'metadata': {'lease_id': 'not-a-lease',
+                                          'lease_reservation_id': 'x'}})
+        lease = self._best_effort(2)
+        self.assertEqual(['host1', 'host2'], self._hosts_of(lease))
+        self.engine.process_due()
+        lease = self._lease(lease['id'])
+        self.assertEqual('ACTIVE', lease['status'], lease['status_reason'])
+        self.assertNotIn(self._settled(first), ('host1', 'host2'))
+        self.assertEqual('host3', self._settled(second))
+        self.assertIn((first['id'], 'live_migrate', 'done'),
+                      self._journal(lease))
+
+    def _cold_hunt_with_a_failed_confirm(self):
+        """host1 free, host2's server live-migrates, host3's only
+        cold-migrates; Nova fails the first confirmation of that cold
+        migration. Returns (lease, first, second) after one attempt.
+        """
+        self.flags(best_effort_cold_migration=True, group='nova_lease')
+        self.engine, self.plugin = self._engine(
+            best_effort_cold_migration=True)
+        first, second, faults = self._three_hosts()
+        faults.fail('live', 'POST', r'/servers/%s/action$' % second['id'],
+                    body='"os-migrateLive"', status=409)
+        faults.fail('confirm', 'POST', r'/servers/%s/action$' % second['id'],
+                    body='"confirmResize"', status=500, times=1)
+        lease = self._best_effort(3)
+        self.assertEqual(['host1', 'host2', 'host3'], self._hosts_of(lease))
+        self.engine.process_due()
+        self.assertEqual(1, faults.faults['confirm'])
+        return lease, first, second
+
+    def _assert_confirmed(self, server):
+        server = self.admin_api.get_server(server['id'])
+        self.assertEqual('ACTIVE', server['status'])
+        self.assertIsNone(server['OS-EXT-STS:task_state'])
+        self.assertNotIn(server['OS-EXT-SRV-ATTR:host'],
+                         ('host1', 'host2', 'host3'))
+        migrations = self.admin_api.api_get(
+            '/os-migrations?instance_uuid=%s' % server['id']).body[
+            'migrations']
+        self.assertEqual(['confirmed'], [m['status'] for m in migrations])
+
+    def test_failed_confirm_is_confirmed_before_the_host_counts(self):
+        # F5: the next attempt confirms the pending migration (journaled)
+        # before the host counts as empty.
+        lease, first, second = self._cold_hunt_with_a_failed_confirm()
+        self.clock.advance(seconds=31)
+        self.engine.process_due()
+        lease = self._lease(lease['id'])
+        self.assertEqual('ACTIVE', lease['status'], lease['status_reason'])
+        self._assert_confirmed(second)
+        self.assertNotIn(self._settled(first), ('host1', 'host2', 'host3'))
+        self.assertIn((second['id'], 'confirm', 'done'), self._journal(lease))
+
+    def test_pending_migration_is_confirmed_on_timeout(self):
+        # F5: at the time-out too, no bystander is left VERIFY_RESIZE.
+        lease, _first, second = self._cold_hunt_with_a_failed_confirm()
+        self.clock.advance(minutes=61)
+        self.engine.process_due()
+        lease = self._lease(lease['id'])
+        self.assertEqual('TIMEDOUT', lease['status'])
+        self._assert_confirmed(second)

@@ -17,12 +17,15 @@ hosts, the reservation's private flavor and server group, boots with
 that flavor counted against ``amount``, affinity, the end action.
 """
 
+import time
+
 from nova.tests.functional.api import client as api_client
 
 from nova_lease.db import api as db_api
 from nova_lease.plugins.flavor import plugin as flavor_plugin
 from tests.functional import base
 from tests.functional import test_host_reservation
+from tests.functional import test_lease_api
 
 PREFIX = test_host_reservation.PREFIX
 
@@ -116,6 +119,51 @@ class FlavorReservationTest(FlavorLeaseMixin, base.LeaseFunctionalBase):
         self.assertEqual(groups, self._groups())
         self.assertEqual(['host1', 'host2'],
                          sorted(self._aggregate('freepool')['hosts']))
+
+    def test_end_deletes_only_the_leases_projects_servers(self):
+        # X2: another project's server with the reservation's flavor (one
+        # the operator shared the flavor with) is not deleted
+        # at the end: it is left alone and named in the log; the lease's
+        # note counts it without naming it.
+        other = api_client.TestOpenStackClient(
+            'other-admin', self.api_fixture.base_url,
+            project_id=test_lease_api.OTHER_PROJECT,
+            roles=['reader', 'member', 'admin'])
+        other.microversion = 'latest'
+        lease = self._create(self._lease_body('now', self._at(hours=1),
+                                              reservations=[
+                                                  self._instance_res(2)]))
+        [res] = lease['reservations']
+        self.engine.process_due()
+        self.assertEqual('ACTIVE', self._lease(lease['id'])['status'])
+        mine = self._boot_reserved(res, 'mine')
+        # The operator shares the flavor with another project.
+        self.admin_api.api_post('/flavors/%s/action' % res['id'], {
+            'addTenantAccess': {'tenant': test_lease_api.OTHER_PROJECT}})
+        theirs = other.post_server({'server': self._build_server(
+            name='theirs', image_uuid=self.image_id, flavor_id=res['id'],
+            networks='none')})
+        for _i in range(100):
+            if self.admin_api.get_server(theirs['id'])['status'] in (
+                    'ACTIVE', 'ERROR'):
+                break
+            time.sleep(0.1)
+        self.assertEqual(res['id'], self.admin_api.get_server(
+            theirs['id'])['flavor']['original_name'].split(':')[-1])
+        self.api.api_delete(PREFIX + '/leases/%s' % lease['id'],
+                            check_response_status=[204])
+        self.engine.process_due()
+        lease = self._lease(lease['id'])
+        self.assertEqual('TERMINATED', lease['status'])
+        self._wait_until_deleted(mine)
+        # Another project's server is untouched.
+        self.assertEqual(theirs['id'],
+                         self.admin_api.get_server(theirs['id'])['id'])
+        self.assertIn('1 server(s) of other projects', lease['status_reason'])
+        self.assertNotIn(theirs['id'], lease['status_reason'])
+        self.assertEqual([], [r for r in db_api.action_list(
+            self.lease_db, lease_id=lease['id'])
+            if r['target_id'] == theirs['id']])
 
     def test_affinity_puts_every_slot_on_one_host(self):
         lease = self._create(self._lease_body('now', self._at(hours=1),

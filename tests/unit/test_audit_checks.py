@@ -248,6 +248,65 @@ class BrokenPromiseTest(testtools.TestCase):
         self.assertEqual([], checks.check(_state(leases=[lease])))
 
 
+class JournalTest(testtools.TestCase):
+    """The ``journal`` check: no journaled engine action touched anything
+    outside its lease.
+    """
+
+    def _row(self, action, target='s1', kind='server', outcome='done',
+             target_project='p1', host='h1', row_id=1):
+        return {'id': row_id, 'lease_id': 'l1', 'reservation_id': 'r1',
+                'project_id': 'p1', 'target_kind': kind,
+                'target_id': target, 'target_project_id': target_project,
+                'target_host': host, 'action': action, 'outcome': outcome,
+                'engine': 'e', 'created_at': NOW}
+
+    def _check(self, *rows):
+        lease = _lease('l1', status='ACTIVE', start=-1, reservations=[
+            dict(_res('r1', rtype=types.HOST, status='active'),
+                 properties={'flavor_id': 'f1'})])
+        state = _state(leases=[lease], allocations=[
+            _alloc('r1', start=-1, whole=True)], actions=list(rows))
+        return checks.check_journal(state)
+
+    def test_actions_inside_the_lease(self):
+        self.assertEqual([], self._check(
+            self._row('delete'),
+            self._row('migrate', target='b1', target_project='p2',
+                      row_id=2),
+            self._row('confirm', target='b1', target_project=None,
+                      host=None, row_id=3),
+            self._row('remove_access', kind='flavor', target='f1',
+                      row_id=4),
+            # A refusal touched nothing.
+            self._row('delete', target='x', target_project='p2',
+                      outcome='refused', row_id=5)))
+
+    def test_another_projects_server_deleted(self):
+        [finding] = self._check(self._row('delete', target_project='p2'))
+        self.assertEqual('journal', finding.check)
+        self.assertEqual('server s1', finding.subject)
+        self.assertIn('server of project p2', finding.message)
+
+    def test_migration_off_another_host_and_unasked_confirm(self):
+        findings = self._check(
+            self._row('live_migrate', target='b1', target_project='p2',
+                      host='h9'),
+            self._row('confirm', target='b2', target_project=None,
+                      row_id=2))
+        self.assertEqual(['journal', 'journal'], _kinds(findings))
+        self.assertIn('not one of reservation r1', findings[0].message)
+        self.assertIn('never asked for', findings[1].message)
+
+    def test_not_the_reservations_flavor(self):
+        [finding] = self._check(self._row('delete', kind='flavor',
+                                          target='f2'))
+        self.assertIn('not the flavor of reservation r1', finding.message)
+
+    def test_no_journal_read_no_check(self):
+        self.assertEqual([], checks.check_journal(_state()))
+
+
 class PlacementReadTest(testtools.TestCase):
 
     def test_no_placement_in_the_catalog_is_a_read_error(self):

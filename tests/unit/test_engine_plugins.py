@@ -26,17 +26,21 @@ from keystoneauth1 import exceptions as ks_exc  # noqa: E402
 from keystoneauth1 import noauth  # noqa: E402
 from keystoneauth1 import session as ks_session  # noqa: E402
 from oslo_config import cfg  # noqa: E402
+from oslo_utils import fixture as utils_fixture  # noqa: E402
 from requests_mock.contrib import fixture as rm_fixture  # noqa: E402
 import testtools  # noqa: E402
 
 from nova_lease import compute  # noqa: E402
 from nova_lease import conf as lease_conf  # noqa: E402
+from nova_lease.db import api as db_api  # noqa: E402
+from nova_lease.db import migration  # noqa: E402
 from nova_lease import notifications  # noqa: E402
 from nova_lease.plugins import base as plugin_base  # noqa: E402
 from nova_lease.plugins.instance import plugin as instance  # noqa: E402
 
 URL = 'http://nova.example.test/v2.1'
 SERVER = '8a6e3c9e-6d3b-4f0a-9b1e-2f0c7f1d2a11'
+T0 = datetime.datetime(2030, 1, 1, 12, 0)
 
 
 class ComputeClientTest(testtools.TestCase):
@@ -117,6 +121,7 @@ class FakeCompute(object):
 
     def __init__(self, status):
         self.servers = {SERVER: {'id': SERVER, 'status': status,
+                                 'tenant_id': 'p1',
                                  'OS-EXT-STS:task_state': None,
                                  'metadata': {}, 'tags': {'reserved'}}}
         self.calls = []
@@ -189,6 +194,7 @@ class FakeCompute(object):
                 return server['id'], False
         self.servers['new'] = {
             'id': 'new', 'status': 'ACTIVE', 'OS-EXT-STS:task_state': None,
+            'tenant_id': 'p1',
             'metadata': {'lease_reservation_id': reservation_id},
             'tags': set()}
         return 'new', True
@@ -205,7 +211,22 @@ class InstancePluginTest(testtools.TestCase):
         conf([])
         conf.set_override('on_end', on_end, 'nova_lease')
         self.fake = FakeCompute(status)
-        return instance.InstancePlugin(conf, compute_client=self.fake)
+        # The side database the engine's gate reads (nova_lease.gate).
+        self.useFixture(utils_fixture.TimeFixture(T0))
+        db = db_api.Database('sqlite://')
+        self.addCleanup(db.dispose)
+        migration.upgrade(db)
+        db_api.lease_create(db, {
+            'id': 'lease-1', 'name': 'l1', 'project_id': 'p1',
+            'start_date': T0, 'end_date': T0 + datetime.timedelta(hours=1),
+            'status': 'STARTING'})
+        for rid, server in (('res-1', SERVER), ('res-2', None)):
+            db_api.reservation_create(db, {
+                'id': rid, 'lease_id': 'lease-1', 'resource_id': server,
+                'resource_type': 'virtual:instance', 'status': 'pending'})
+        plugin = instance.InstancePlugin(conf, compute_client=self.fake)
+        plugin._db = db
+        return plugin
 
     lease = {'id': 'lease-1', 'name': 'l1', 'on_end': None,
              'project_id': 'p1'}

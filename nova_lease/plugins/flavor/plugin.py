@@ -20,9 +20,10 @@
   project access to the reservation's flavor.
 * ``before_end``: nothing (the engine sends the notification).
 * ``on_end`` and ``cancel``: take the flavor from the project; delete
-  every server booted with the reservation's flavor (any project: the
-  flavor is the reservation's own, so no other server can have it) and
-  wait until they are gone; delete the aggregate, the flavor and the
+  the lease's project's servers booted with the reservation's flavor
+  and wait until they are gone (another project's server with the
+  flavor -- the operator shared it -- is left alone: named in the log,
+  counted in the lease's note); delete the aggregate, the flavor and the
   server group.
 
 Every step is idempotent; each waits at most ``[nova_lease]
@@ -31,6 +32,7 @@ plugin_call_timeout`` seconds.
 
 from oslo_log import log as logging
 
+from nova_lease import gate as gate_mod
 from nova_lease.periodic import idle
 from nova_lease.plugins import base
 from nova_lease.plugins.flavor import RESOURCE_TYPE
@@ -59,6 +61,7 @@ class FlavorPlugin(host_plugin.HostPlugin):
             raise base.PluginError(
                 reason='instance reservation %s of lease %s has no slot '
                        'hosts' % (reservation['id'], lease['id']))
+        gate = self._gate(lease, reservation)
         name = host_plugin.aggregate_name(reservation['id'])
         aggregate = self._ensure_aggregate(self._aggregates(), lease,
                                            reservation)
@@ -66,11 +69,12 @@ class FlavorPlugin(host_plugin.HostPlugin):
             # Slot hosts stay in the free pool, where the idle action may
             # have disabled them (no pass since their wake-up time): the
             # promised boots need them enabled.
-            idle.wake_host(self.compute, host)
-            aggregate = self._add_host(aggregate, host, name)
+            idle.wake_host(gate, host)
+            aggregate = self._add_host(gate, aggregate, host, name)
         flavor_id = self._props(reservation).get('flavor_id')
         if flavor_id:
-            self.compute.add_flavor_access(flavor_id, lease['project_id'])
+            gate.add_flavor_access(flavor_id, lease['project_id'],
+                                   why='the lease starts')
 
     def on_end(self, lease, reservation):
         return self._end(lease, reservation)
@@ -79,25 +83,62 @@ class FlavorPlugin(host_plugin.HostPlugin):
         return self._end(lease, reservation)
 
     def _end(self, lease, reservation):
+        gate = self._gate(lease, reservation)
         props = self._props(reservation)
         flavor_id = props.get('flavor_id')
+        others = []
         if flavor_id:
-            self.compute.remove_flavor_access(flavor_id, lease['project_id'])
-            servers = self.compute.list_servers(all_projects=True,
-                                                flavor=flavor_id)
-            for server in servers:
+            gate.remove_flavor_access(flavor_id, lease['project_id'],
+                                      why='the lease ends')
+            listed = self.compute.list_servers(all_projects=True,
+                                               flavor=flavor_id)
+            servers = []
+            for server in listed:
+                if server.get('tenant_id') != lease['project_id']:
+                    others.append(server)
+                    continue
                 LOG.info('Deleting server %(server)s of reservation %(res)s '
                          'at the end of lease %(lease)s',
                          {'server': server['id'], 'res': reservation['id'],
                           'lease': lease['id']})
-                self.compute.delete_server(server['id'])
+                try:
+                    gate.delete_server(server['id'], server=server,
+                                       why='the lease ends')
+                except gate_mod.Refused:
+                    others.append(server)
+                    continue
+                servers.append(server)
             for server in servers:
                 self.compute.wait_for_server(server['id'], (), self._timeout,
                                              gone_ok=True, fail_statuses=())
         aggregate = self._own_aggregate(self._aggregates(), reservation)
         if aggregate is not None:
-            self._delete_aggregate(aggregate, lease, aggregate['name'])
+            self._delete_aggregate(gate, aggregate, lease,
+                                   aggregate['name'])
         if flavor_id:
-            self.compute.delete_flavor(flavor_id)
+            gate.delete_flavor(flavor_id, why='the lease ends')
         if props.get('server_group_id'):
-            self.compute.delete_server_group(props['server_group_id'])
+            gate.delete_server_group(props['server_group_id'],
+                                     why='the lease ends')
+        return self._others_note(lease, reservation, others)
+
+    @staticmethod
+    def _others_note(lease, reservation, others):
+        """The note on the servers of other projects left alone (named
+        in the log only: the lease's project may read its note).
+        """
+        if not others:
+            return None
+        for server in others:
+            LOG.warning('Server %(server)s (project %(project)s) has the '
+                        'flavor of reservation %(res)s of lease %(lease)s '
+                        '(project %(owner)s): not the lease\'s, left alone '
+                        'at its end', {'server': server['id'],
+                                       'project': server.get('tenant_id'),
+                                       'res': reservation['id'],
+                                       'lease': lease['id'],
+                                       'owner': lease['project_id']})
+        return ('%d server(s) of other projects have the flavor of '
+                'reservation %s and were left alone (the engine log names '
+                'them)'
+                % (len(others), reservation['id']))

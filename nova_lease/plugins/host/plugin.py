@@ -57,11 +57,11 @@ from oslo_utils import timeutils
 
 from nova_lease import compute
 from nova_lease.db import api as db_api
+from nova_lease import gate as gate_mod
 from nova_lease import hunt as hunt_core
 from nova_lease.periodic import idle
 from nova_lease.plugins import base
 from nova_lease.plugins.host import allocation
-from nova_lease.plugins.instance import leases as instance_leases
 from nova_lease.plugins import types
 from nova_lease import status
 from nova_lease import wire
@@ -87,9 +87,16 @@ _SHELVED = ('SHELVED', 'SHELVED_OFFLOADED')
 #: Migrations of one server tried in one attempt of a hunt before the
 #: attempt gives up on it (the next attempt, later, tries again).
 MIGRATION_TRIES = 2
-#: Server metadata keys that mark a leased server (a VM lease's, or one
-#: booted onto a host reservation): a hunt never moves it.
-_LEASED_SERVER_KEYS = (instance_leases.META_LEASE_ID, META_SERVER_RESERVATION)
+
+
+class HuntStopped(base.HuntTimedOut):
+    """The lease is no longer live (deleted or ended during its hunt):
+    the hunt gives up at once (the engine ends its start as a time-out's;
+    its end releases what the lease holds).
+    """
+
+    msg_fmt = ('best-effort lease %(lease)s: hunt stopped, nothing more is '
+               'moved and the lease is not started: %(reason)s')
 
 
 def hunted_hosts(reservation):
@@ -118,14 +125,13 @@ class HostPlugin(base.ComputePlugin):
     resource_type = RESOURCE_TYPE
 
     def __init__(self, conf, compute_client=None, db=None):
-        super().__init__(conf, compute_client)
-        self._db = db
+        super().__init__(conf, compute_client, db=db)
 
-    @property
-    def db(self):
-        if self._db is None:
-            self._db = db_api.get_database(self.conf)
-        return self._db
+    def _gate_hosts(self, reservation):
+        names = {a['host'] for a in db_api.allocation_list(
+            self.db, reservation_id=reservation['id'])}
+        return names | set(self._hosts(reservation)) | set(
+            hunted_hosts(reservation).values())
 
     @property
     def _timeout(self):
@@ -175,13 +181,15 @@ class HostPlugin(base.ComputePlugin):
         metadata (:data:`META_RESERVATION`, :data:`META_LEASE`,
         :data:`META_PROJECT`).
         """
+        gate = self._gate(lease, reservation)
         name = aggregate_name(reservation['id'])
         aggregate = self._own_aggregate(aggregates, reservation)
         if aggregate is None:
             LOG.info('Creating aggregate %(name)s for lease %(lease)s',
                      {'name': name, 'lease': lease['id']})
             try:
-                aggregate = self.compute.create_aggregate(name)
+                aggregate = gate.create_aggregate(
+                    name, why='the reservation\'s aggregate')
             except compute.ComputeConflict:
                 aggregate = self._aggregates()[name]
         metadata = {META_RESERVATION: reservation['id'],
@@ -189,40 +197,46 @@ class HostPlugin(base.ComputePlugin):
                     META_PROJECT: lease['project_id']}
         current = aggregate.get('metadata') or {}
         if any(current.get(k) != v for k, v in metadata.items()):
-            aggregate = self.compute.set_aggregate_metadata(aggregate['id'],
-                                                            metadata)
+            aggregate = gate.set_aggregate_metadata(
+                aggregate['id'], metadata, aggregate=aggregate,
+                why='the reservation\'s aggregate')
         return aggregate
 
-    def _add_host(self, aggregate, host, name):
+    def _add_host(self, gate, aggregate, host, name):
         """``aggregate`` with ``host`` in it (added if missing)."""
         if host in (aggregate.get('hosts') or []):
             return aggregate
         LOG.info('Adding host %(host)s to %(name)s',
                  {'host': host, 'name': name})
         try:
-            return self.compute.add_aggregate_host(aggregate['id'], host)
+            return gate.add_aggregate_host(aggregate['id'], host,
+                                           aggregate=aggregate,
+                                           why='into %s' % name)
         except compute.ComputeConflict:
             LOG.info('Host %s is already in %s', host, name)
             return aggregate
 
-    def _delete_aggregate(self, aggregate, lease, name):
+    def _delete_aggregate(self, gate, aggregate, lease, name):
         """Empty the reservation's aggregate and delete it."""
         # A host not ours (added by hand) would keep the aggregate.
         for host in aggregate.get('hosts') or []:
             try:
-                self.compute.remove_aggregate_host(aggregate['id'], host)
+                gate.remove_aggregate_host(aggregate['id'], host,
+                                           aggregate=aggregate,
+                                           why='emptying %s' % name)
             except compute.ComputeNotFound:
                 pass
         LOG.info('Deleting aggregate %(name)s of lease %(lease)s',
                  {'name': name, 'lease': lease['id']})
-        self.compute.delete_aggregate(aggregate['id'])
+        gate.delete_aggregate(aggregate['id'], aggregate=aggregate,
+                              why='the lease ends')
 
-    def _freepool(self, aggregates, create=False):
+    def _freepool(self, gate, aggregates, create=False):
         name = self.conf.nova_lease.freepool_aggregate
         pool = aggregates.get(name)
         if pool is None and create:
             try:
-                pool = self.compute.create_aggregate(name)
+                pool = gate.create_aggregate(name, why='the free pool')
             except compute.ComputeConflict:
                 pool = self._aggregates().get(name)
         return pool
@@ -241,25 +255,27 @@ class HostPlugin(base.ComputePlugin):
             raise base.PluginError(
                 reason='host reservation %s of lease %s has no allocated '
                        'hosts' % (reservation['id'], lease['id']))
+        gate = self._gate(lease, reservation)
         name = aggregate_name(reservation['id'])
         aggregates = self._aggregates()
         aggregate = self._ensure_aggregate(aggregates, lease, reservation)
         if reservation.get('aggregate_id') != aggregate['id']:
             db_api.reservation_update(self.db, reservation['id'],
                                       {'aggregate_id': aggregate['id']})
-        pool = self._freepool(aggregates)
+        pool = self._freepool(gate, aggregates)
         for host in hosts:
             # The idle action may have disabled it (a lease created after
             # its last pass, starting at once), also another engine's when
             # this one has it off: a start always leaves its hosts
             # enabled.
-            idle.wake_host(self.compute, host)
+            idle.wake_host(gate, host)
         for host in hosts:
-            aggregate = self._add_host(aggregate, host, name)
+            aggregate = self._add_host(gate, aggregate, host, name)
             if pool is not None and host in (pool.get('hosts') or []):
                 try:
-                    pool = self.compute.remove_aggregate_host(pool['id'],
-                                                              host)
+                    pool = gate.remove_aggregate_host(
+                        pool['id'], host, aggregate=pool,
+                        why='the lease starts on it')
                 except compute.ComputeNotFound:
                     LOG.info('Host %s already left the free pool', host)
 
@@ -273,31 +289,34 @@ class HostPlugin(base.ComputePlugin):
     def _release(self, lease, reservation, action):
         """Clear and free the hosts; a note on what was left alone, or None.
         """
+        gate = self._gate(lease, reservation)
         hosts = self._hosts(reservation)
         name = aggregate_name(reservation['id'])
         left = []
         for host in hosts:
             left.extend((host, server)
-                        for server in self._clear_host(lease, reservation,
-                                                       host, action))
+                        for server in self._clear_host(gate, lease,
+                                                       reservation, host,
+                                                       action))
         aggregates = self._aggregates()
         aggregate = self._own_aggregate(aggregates, reservation)
-        pool = self._freepool(aggregates, create=True)
+        pool = self._freepool(gate, aggregates, create=True)
         hunted = set(hunted_hosts(reservation).values())
         for host in hosts:
             if host not in hunted:
                 # (A host a best-effort lease took from the cloud goes
                 # back to the cloud, not to the free pool.)
-                pool = self._add_host(pool, host, pool['name'])
+                pool = self._add_host(gate, pool, host, pool['name'])
             if aggregate is not None and host in (aggregate.get('hosts')
                                                   or []):
                 try:
-                    aggregate = self.compute.remove_aggregate_host(
-                        aggregate['id'], host)
+                    aggregate = gate.remove_aggregate_host(
+                        aggregate['id'], host, aggregate=aggregate,
+                        why='the lease ends')
                 except compute.ComputeNotFound:
                     pass
         if aggregate is not None:
-            self._delete_aggregate(aggregate, lease, name)
+            self._delete_aggregate(gate, aggregate, lease, name)
         return self._note(lease, reservation, left)
 
     @staticmethod
@@ -365,7 +384,7 @@ class HostPlugin(base.ComputePlugin):
             value = value[0] if len(set(value)) == 1 else None
         return value == reservation['id']
 
-    def _clear_host(self, lease, reservation, host, action):
+    def _clear_host(self, gate, lease, reservation, host, action):
         """Delete or shelve the lease's servers on host; return the others.
         """
         listed = self.compute.list_servers(all_projects=True, host=host)
@@ -389,35 +408,46 @@ class HostPlugin(base.ComputePlugin):
                         {'server': server['id'],
                          'project': server.get('tenant_id'), 'host': host,
                          'lease': lease['id'], 'rid': reservation['id']})
+        acted = []
         for server in servers:
             server_id = server['id']
             status = server.get('status')
-            if action == 'shelve':
-                if status in _SHELVED:
-                    if status == 'SHELVED':
-                        self.compute.shelve_offload_server(server_id)
-                    continue
-                LOG.info('Shelving server %(server)s on host %(host)s at '
-                         'the end of lease %(lease)s',
-                         {'server': server_id, 'host': host,
-                          'lease': lease['id']})
-                try:
-                    self.compute.shelve_server(server_id)
-                except compute.ComputeConflict:
-                    LOG.info('Server %s is already changing state',
-                             server_id)
-            else:
-                LOG.info('Deleting server %(server)s on host %(host)s at '
-                         'the end of lease %(lease)s',
-                         {'server': server_id, 'host': host,
-                          'lease': lease['id']})
-                self.compute.delete_server(server_id)
-        for server in servers:
+            try:
+                if action == 'shelve':
+                    if status in _SHELVED:
+                        if status == 'SHELVED':
+                            gate.shelve_offload_server(
+                                server_id, server=server,
+                                why='the lease ends')
+                        continue
+                    LOG.info('Shelving server %(server)s on host %(host)s '
+                             'at the end of lease %(lease)s',
+                             {'server': server_id, 'host': host,
+                              'lease': lease['id']})
+                    try:
+                        gate.shelve_server(server_id, server=server,
+                                           why='the lease ends')
+                    except compute.ComputeConflict:
+                        LOG.info('Server %s is already changing state',
+                                 server_id)
+                else:
+                    LOG.info('Deleting server %(server)s on host %(host)s '
+                             'at the end of lease %(lease)s',
+                             {'server': server_id, 'host': host,
+                              'lease': lease['id']})
+                    gate.delete_server(server_id, server=server,
+                                       why='the lease ends')
+            except gate_mod.Refused:
+                others.append(server)
+                continue
+            acted.append(server)
+        for server in acted:
             if action == 'shelve':
                 found = self.compute.wait_for_server(
                     server['id'], _SHELVED, self._timeout, gone_ok=True)
                 if found is not None and found['status'] == 'SHELVED':
-                    self.compute.shelve_offload_server(server['id'])
+                    gate.shelve_offload_server(server['id'], server=found,
+                                               why='the lease ends')
                     self.compute.wait_for_server(
                         server['id'], ('SHELVED_OFFLOADED',), self._timeout,
                         gone_ok=True)
@@ -451,16 +481,27 @@ class HostPlugin(base.ComputePlugin):
         if timeutils.utcnow() >= self._deadline(lease):
             self._give_up(lease, reservation)
         cold = self.conf.nova_lease.best_effort_cold_migration
-        moving, refused = [], []
+        gate = self._gate(lease, reservation)
+        # Migrations asked for earlier (this attempt or one before, by
+        # this engine or one that died) are confirmed first: a host
+        # never counts as empty while a server moved off it may go back.
+        moving, refused = self._confirm_pending(gate, lease), []
         for name, service in sorted(hunted_hosts(reservation).items()):
             for server in self._servers_on(service):
                 server_id = server['id']
-                metadata = server.get('metadata') or {}
-                if any(key in metadata for key in _LEASED_SERVER_KEYS):
+                if db_api.server_links(self.db, server_id):
                     # (Admission left such hosts out; one got there since,
                     # an admin's doing: never moved, the hunt waits.)
+                    # The side database says so: a server's metadata is
+                    # its owner's to write, and decides nothing here.
                     refused.append('server %s on %s is leased: never moved'
                                    % (server_id, name))
+                    continue
+                if server.get('locked'):
+                    # Its owner locked it: never moved (the engine's
+                    # admin credentials would bypass the lock).
+                    refused.append('server %s on %s is locked by its '
+                                   'owner: never moved' % (server_id, name))
                     continue
                 if server.get('OS-EXT-STS:task_state'):
                     moving.append(server_id)
@@ -471,7 +512,15 @@ class HostPlugin(base.ComputePlugin):
                             'message') or 'its migrations failed'))
                     continue
                 tried[server_id] += 1
-                why = self._migrate(server, name, cold)
+                try:
+                    why = self._migrate(gate, server, name, cold)
+                except gate_mod.Refused as e:
+                    if not e.lease_gone:
+                        raise
+                    # Deleted or ended meanwhile: nothing more is moved,
+                    # the lease is not started.
+                    raise HuntStopped(lease=lease['id'], reason=e.kwargs[
+                        'reason']) from e
                 if why:
                     refused.append(why)
                 else:
@@ -496,9 +545,10 @@ class HostPlugin(base.ComputePlugin):
         LOG.info('Best-effort lease %s: its hosts are empty', lease['id'])
         return self._start(lease, reservation)
 
-    def _migrate(self, server, host, cold):
+    def _migrate(self, gate, server, host, cold):
         """Ask Nova to move the server off host; None, or why not."""
         server_id, state = server['id'], server.get('status')
+        why = 'the hunt empties host %s' % host
         error = None
         if state in hunt_core.LIVE_STATUSES:
             LOG.info('Live-migrating server %(server)s (project '
@@ -506,8 +556,12 @@ class HostPlugin(base.ComputePlugin):
                      {'server': server_id, 'host': host,
                       'project': server.get('tenant_id')})
             try:
-                self.compute.live_migrate_server(server_id)
+                gate.live_migrate_server(server_id, why=why)
                 return None
+            except gate_mod.Refused as e:
+                if e.lease_gone:
+                    raise
+                return str(e)
             except compute.ComputeError as e:
                 if isinstance(e, compute.ComputeUnavailable):
                     raise
@@ -523,7 +577,11 @@ class HostPlugin(base.ComputePlugin):
                  {'server': server_id, 'host': host,
                   'why': ' (%s)' % error if error else ''})
         try:
-            self.compute.migrate_server(server_id)
+            gate.migrate_server(server_id, why=why)
+        except gate_mod.Refused as e:
+            if e.lease_gone:
+                raise
+            return str(e)
         except compute.ComputeError as e:
             if isinstance(e, compute.ComputeUnavailable):
                 raise
@@ -534,16 +592,49 @@ class HostPlugin(base.ComputePlugin):
             server_id, ('VERIFY_RESIZE',) + hunt_core.LIVE_STATUSES +
             hunt_core.COLD_STATUSES, self._timeout, fail_statuses=())
         if moved['status'] == 'VERIFY_RESIZE':
-            self.compute.confirm_migration(server_id)
+            gate.confirm_migration(server_id, why=why)
         return None
+
+    def _confirm_pending(self, gate, lease):
+        """Confirm the cold migrations the lease asked for (the gate's
+        journal) that wait for it; return the servers still moving.
+        """
+        asked = sorted({row['target_id'] for row in db_api.action_list(
+            self.db, lease_id=lease['id'], action='migrate')
+            if row['outcome'] != gate_mod.REFUSED})
+        moving = []
+        for server_id in asked:
+            try:
+                server = self.compute.get_server(server_id)
+            except compute.ServerNotFound:
+                continue
+            if server.get('OS-EXT-STS:task_state'):
+                moving.append(server_id)
+            elif server.get('status') == 'VERIFY_RESIZE':
+                LOG.info('Best-effort lease %(lease)s: confirming the '
+                         'migration of server %(server)s',
+                         {'lease': lease['id'], 'server': server_id})
+                gate.confirm_migration(server_id,
+                                       why='a pending migration of the hunt')
+                moving.append(server_id)
+        return moving
 
     def _give_up(self, lease, reservation):
         """Past the time-out: let the migrations under way finish, release
         the lease's hosts (the ones from the free pool stay there, the
         ones from the cloud stay in the cloud), and raise base.HuntTimedOut.
         """
+        gate = self._gate(lease, reservation)
         hunted = hunted_hosts(reservation)
         left = []
+        # No server left VERIFY_RESIZE: confirm what the journal shows.
+        for server_id in self._confirm_pending(gate, lease):
+            server = self.compute.wait_for_server(
+                server_id, hunt_core.LIVE_STATUSES + hunt_core.COLD_STATUSES +
+                ('VERIFY_RESIZE',), self._timeout, gone_ok=True,
+                fail_statuses=())
+            if server is not None and server['status'] == 'VERIFY_RESIZE':
+                gate.confirm_migration(server_id, why='the hunt gives up')
         for name, service in sorted(hunted.items()):
             for server in self._servers_on(service):
                 if server.get('OS-EXT-STS:task_state'):
@@ -555,7 +646,8 @@ class HostPlugin(base.ComputePlugin):
                     if server is None:
                         continue
                     if server['status'] == 'VERIFY_RESIZE':
-                        self.compute.confirm_migration(server['id'])
+                        gate.confirm_migration(server['id'],
+                                               why='the hunt gives up')
                     if server.get('OS-EXT-SRV-ATTR:host') != service:
                         continue
                 left.append('%s on %s' % (server['id'], name))
@@ -563,11 +655,11 @@ class HostPlugin(base.ComputePlugin):
         aggregate = self._own_aggregate(aggregates, reservation)
         if aggregate is not None:
             # A start that failed half-way: undo it.
-            pool = self._freepool(aggregates, create=True)
+            pool = self._freepool(gate, aggregates, create=True)
             for host in aggregate.get('hosts') or []:
                 if host not in hunted.values():
-                    pool = self._add_host(pool, host, pool['name'])
-            self._delete_aggregate(aggregate, lease,
+                    pool = self._add_host(gate, pool, host, pool['name'])
+            self._delete_aggregate(gate, aggregate, lease,
                                    aggregate_name(reservation['id']))
         freed = db_api.allocation_destroy_by_reservation(self.db,
                                                          reservation['id'])

@@ -143,11 +143,12 @@ class InstancePlugin(base.ComputePlugin):
                                             self._timeout)
 
     def on_start(self, lease, reservation):
+        gate = self._gate(lease, reservation)
         created = leases.created_at_start(reservation)
         if created:
             with self._placing():
-                server_id, new = self.compute.create_reserved_server(
-                    lease['id'], reservation['id'])
+                server_id, new = gate.create_reserved_server(
+                    lease['id'], reservation['id'], why='the lease starts')
             LOG.info('Server %(server)s of reservation %(res)s of lease '
                      '%(lease)s created at its start%(again)s',
                      {'server': server_id, 'res': reservation['id'],
@@ -157,29 +158,29 @@ class InstancePlugin(base.ComputePlugin):
                 # Being built (nova-api has just answered 202): no look
                 # before the wait (a burst of starts costs Nova one
                 # request per server less).
-                return self._building(lease, server_id, created)
-            return self._look(lease, server_id, created)
+                return self._building(gate, lease, server_id, created)
+            return self._look(gate, lease, server_id, created)
         server_id = self._server_id(lease, reservation)
         # The common case without a look first: a server shelved until
         # its start. Nova refuses (409) what is not shelved or busy; that
         # server is then looked at.
         try:
             with self._placing():
-                self.compute.unshelve_server(server_id)
+                gate.unshelve_server(server_id, why='the lease starts')
         except compute.ComputeNotFound:
             raise self._gone(lease, server_id) from None
         except compute.ComputeConflict:
-            return self._look(lease, server_id, created)
+            return self._look(gate, lease, server_id, created)
         LOG.info('Unshelving server %(server)s for lease %(lease)s',
                  {'server': server_id, 'lease': lease['id']})
-        return self._unshelving(lease, server_id, created)
+        return self._unshelving(gate, lease, server_id, created)
 
-    def _look(self, lease, server_id, created):
+    def _look(self, gate, lease, server_id, created):
         try:
             server = self.compute.get_server(server_id)
         except compute.ServerNotFound:
             raise self._gone(lease, server_id) from None
-        return self._start(lease, server_id, created, server)
+        return self._start(gate, lease, server_id, created, server)
 
     @staticmethod
     def _gone(lease, server_id):
@@ -187,25 +188,25 @@ class InstancePlugin(base.ComputePlugin):
             reason='server %s of lease %s (%s) no longer exists; it cannot '
                    'be started' % (server_id, lease['id'], lease.get('name')))
 
-    def _building(self, lease, server_id, created):
+    def _building(self, gate, lease, server_id, created):
         """Wait until the server is stable, then look again."""
         return base.Wait(
             server_id, _USABLE + _SHELVED,
-            functools.partial(self._start, lease, server_id, created),
+            functools.partial(self._start, gate, lease, server_id, created),
             what='server %s of lease %s to be built or stable'
                  % (server_id, lease['id']))
 
-    def _unshelving(self, lease, server_id, created):
+    def _unshelving(self, gate, lease, server_id, created):
         # A failed unshelve (no valid host) puts the server back in
         # SHELVED_OFFLOADED without a task: that is a failure.
         return base.Wait(
             server_id, ('ACTIVE',),
-            functools.partial(self._started, server_id, created),
+            functools.partial(self._started, gate, server_id, created),
             fail_statuses=('ERROR',) + _SHELVED,
             what='server %s of lease %s to be unshelved'
                  % (server_id, lease['id']))
 
-    def _start(self, lease, server_id, created, server):
+    def _start(self, gate, lease, server_id, created, server):
         """The next step of a start, from the server as it is now.
 
         Returns a :class:`~nova_lease.plugins.base.Wait` while Nova works
@@ -216,7 +217,7 @@ class InstancePlugin(base.ComputePlugin):
         if server.get('OS-EXT-STS:task_state') or status not in (
                 _USABLE + _SHELVED + ('ERROR',)):
             # Being built (created at the start) or busy.
-            return self._building(lease, server_id, created)
+            return self._building(gate, lease, server_id, created)
         if status == 'ERROR':
             raise base.Wait(server_id, ('ACTIVE',), None).failure(server)
         if status in _SHELVED:
@@ -224,21 +225,22 @@ class InstancePlugin(base.ComputePlugin):
                      {'server': server_id, 'lease': lease['id']})
             try:
                 with self._placing():
-                    self.compute.unshelve_server(server_id)
+                    gate.unshelve_server(server_id, why='the lease starts')
             except compute.ComputeConflict:
                 # Being unshelved meanwhile (another attempt): wait.
                 LOG.info('Server %s is already changing state', server_id)
-            return self._unshelving(lease, server_id, created)
-        return self._started(server_id, created, server)
+            return self._unshelving(gate, lease, server_id, created)
+        return self._started(gate, server_id, created, server)
 
-    def _started(self, server_id, created, server):
-        self.compute.set_server_metadata(server_id,
-                                         {METADATA_STATUS: 'active'})
+    def _started(self, gate, server_id, created, server):
+        gate.set_server_metadata(server_id, {METADATA_STATUS: 'active'},
+                                 why='the lease starts')
         # Nova shows a server's tags (compute API 2.26 and later): a
         # server without the tag costs no request.
         tags = server.get('tags')
         if not created and (tags is None or RESERVED_TAG in tags):
-            self.compute.delete_server_tag(server_id, RESERVED_TAG)
+            gate.delete_server_tag(server_id, RESERVED_TAG,
+                                   why='the lease starts')
 
     def before_end(self, lease, reservation):
         """Nothing: the engine notifies lease.before_end."""
@@ -270,7 +272,9 @@ class InstancePlugin(base.ComputePlugin):
                         '%(res)s of lease %(lease)s but never linked to it',
                         {'server': server_id, 'res': reservation['id'],
                          'lease': lease['id']})
-            if self.compute.delete_server(server_id):
+            if self._gate(lease, reservation).delete_server(
+                    server_id, why='created for the reservation, never '
+                    'linked to it'):
                 self.compute.wait_for_server(server_id, (), self._timeout,
                                              gone_ok=True, fail_statuses=())
         if not orphans:
@@ -285,7 +289,8 @@ class InstancePlugin(base.ComputePlugin):
         server_id = self._server_id(lease, reservation)
         LOG.info('Deleting server %(server)s at the end of lease %(lease)s',
                  {'server': server_id, 'lease': lease['id']})
-        if self.compute.delete_server(server_id):
+        if self._gate(lease, reservation).delete_server(
+                server_id, why='the lease ends'):
             self.compute.wait_for_server(server_id, (), self._timeout,
                                          gone_ok=True, fail_statuses=())
 
@@ -293,6 +298,7 @@ class InstancePlugin(base.ComputePlugin):
         if self._never_created(lease, reservation):
             return
         server_id = self._server_id(lease, reservation)
+        gate = self._gate(lease, reservation)
         try:
             server = self._stable(server_id,
                                   _USABLE + _SHELVED + ('ERROR',))
@@ -303,17 +309,18 @@ class InstancePlugin(base.ComputePlugin):
         if server['status'] not in _SHELVED:
             # Nova refuses metadata changes of shelved servers: first.
             if server['status'] in _USABLE:
-                self.compute.set_server_metadata(
-                    server_id, {METADATA_STATUS: 'terminated'})
+                gate.set_server_metadata(
+                    server_id, {METADATA_STATUS: 'terminated'},
+                    why='the lease ends')
             LOG.info('Shelving server %(server)s at the end of lease '
                      '%(lease)s', {'server': server_id, 'lease': lease['id']})
             try:
-                self.compute.shelve_server(server_id)
+                gate.shelve_server(server_id, why='the lease ends')
             except compute.ComputeConflict:
                 LOG.info('Server %s is already changing state', server_id)
             server = self.compute.wait_for_server(server_id, _SHELVED,
                                                   self._timeout)
         if server['status'] == 'SHELVED':
-            self.compute.shelve_offload_server(server_id)
+            gate.shelve_offload_server(server_id, why='the lease ends')
             self.compute.wait_for_server(server_id, ('SHELVED_OFFLOADED',),
                                          self._timeout)
