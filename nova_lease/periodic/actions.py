@@ -35,6 +35,7 @@ from oslo_utils import timeutils
 
 from nova_lease.db import api as db_api
 from nova_lease import exception
+from nova_lease import gate
 from nova_lease import guard
 from nova_lease import notifications
 from nova_lease.periodic import jobs
@@ -277,6 +278,17 @@ class ActionsMixin(object):
                 self._calls[id(job)] = job
             try:
                 note = getattr(plugin, method)(lease, reservation)
+            except gate.Refused as e:
+                if not (e.lease_gone and etype == _T.START_LEASE):
+                    raise plugin_base.PluginError(
+                        reason='%s failed: %s' % (what, e)) from e
+                # A start run after its lease ended (an engine that caught
+                # up late) or was deleted: nothing to give it, its end
+                # follows.
+                LOG.info('%(what)s: nothing done, %(why)s',
+                         {'what': what, 'why': e})
+                note = '%s: nothing done (%s)' % (what, e.kwargs.get(
+                    'reason', e))
             except Exception as e:
                 raise plugin_base.PluginError(
                     reason='%s failed: %s' % (what, e)) from e

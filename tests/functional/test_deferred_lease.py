@@ -438,6 +438,23 @@ class TestAfterTheStart(DeferredLeaseTest):
         self.assertRaises(api_client.OpenStackApiNotFoundException,
                           self.api.get_server, alias)
 
+    def test_engine_that_catches_up_after_the_end_builds_nothing(self):
+        # The engine was down over the whole window: the late start
+        # creates no server (the action gate refuses to give an ended
+        # lease anything), the end follows, nothing is left and no event
+        # is left to retry.
+        T = self.T
+        alias = self._book(T + HOUR, T + 2 * HOUR)['id']
+        self.clock.advance(hours=3)
+        self.engine.process_due()
+        lease = self._lease_of(alias)
+        self.assertEqual('TERMINATED', lease['status'])
+        self.assertEqual([], self._nova_servers())
+        self.assertEqual(
+            ['DONE'] * 3, [e['status'] for e in db_api.event_list(
+                self.db, lease_id=lease['id'])])
+        self.assertNoTransitional()
+
     def test_lease_deleted_before_its_start_leaves_nothing(self):
         T = self.T
         alias = self._book(T + HOUR, T + 2 * HOUR)['id']
