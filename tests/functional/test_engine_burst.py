@@ -33,7 +33,7 @@ from nova_lease import compute
 from nova_lease.db import api as db_api
 from tests.functional import test_instance_lease
 
-SPAWN_SECONDS = 3.0
+SPAWN_SECONDS = 6.0
 
 
 class _SlowSpawn(object):
