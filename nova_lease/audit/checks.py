@@ -791,6 +791,15 @@ def check_journal(state, index=None):
     leases = {lease['id']: lease for lease in state.leases}
     asked = {(row['lease_id'], row['target_id']) for row in state.actions
              if row['action'] in _MOVES and row['outcome'] != 'refused'}
+    # Each reservation's hosts once, whatever the number of its rows.
+    hosts_of = {}
+
+    def reservation_hosts(reservation):
+        if reservation['id'] not in hosts_of:
+            hosts_of[reservation['id']] = _reservation_hosts(
+                index, state, reservation)
+        return hosts_of[reservation['id']]
+
     findings = []
     for row in state.actions:
         if row['outcome'] == 'refused' or not row.get('lease_id'):
@@ -814,7 +823,7 @@ def check_journal(state, index=None):
                 row.get('target_project_id'), project)
         elif kind == 'server' and action in _MOVES and (
                 reservation is not None and row.get('target_host') not in
-                _reservation_hosts(index, state, reservation)):
+                reservation_hosts(reservation)):
             why = ('migrated off host %s, not one of reservation %s\'s'
                    % (row.get('target_host'), reservation['id']))
         elif kind == 'server' and action == 'confirm' and (
