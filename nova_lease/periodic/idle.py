@@ -97,6 +97,15 @@ def next_promise(bookings, now):
     return busy, (min(later) if later else None)
 
 
+def group_bookings(allocations):
+    """``{host: [(start, end), ...]}`` of allocation rows."""
+    bookings = {}
+    for a in allocations:
+        bookings.setdefault(a['host'], []).append((a['start_date'],
+                                                   a['end_date']))
+    return bookings
+
+
 def decide(now, bookings, service, eligible, min_hours, wake_minutes):
     """What the idle action does to one host.
 
@@ -242,10 +251,7 @@ class IdleHosts(object):
         with self.db.reader() as session:
             hosts = db_api.host_list(session)
             allocations = db_api.allocation_list(session, start=now)
-        bookings = {}
-        for a in allocations:
-            bookings.setdefault(a['host'], []).append((a['start_date'],
-                                                       a['end_date']))
+        bookings = group_bookings(allocations)
         services = {s.get('host'): s for s in client.list_services(
             binary=COMPUTE_BINARY)}
         pool = {a.get('name'): a for a in client.list_aggregates()}.get(
@@ -267,12 +273,9 @@ class IdleHosts(object):
             service = services.get(service_host)
             if service is None:
                 continue
-            eligible = (host.get('reservable', True) and
-                        service_host in in_pool)
-            per_service.setdefault(service_host, {})[name] = (host, decide(
-                now, bookings.get(name, ()), service, eligible,
-                self.opts.idle_host_min_hours,
-                self.opts.idle_host_wake_minutes))
+            per_service.setdefault(service_host, {})[name] = (
+                host, self._decide(now, bookings, name, host, service,
+                                   service_host, in_pool))
         for service_host, decided in sorted(per_service.items()):
             what, until, wake_at, why = decide_service(
                 {name: d for name, (_h, d) in decided.items()},
@@ -367,19 +370,26 @@ class IdleHosts(object):
         """
         registered = {h['hypervisor_hostname']: h
                       for h in db_api.host_list(session, hostnames=names)}
-        bookings = {}
-        for a in db_api.allocation_list(session, hosts=names, start=now):
-            bookings.setdefault(a['host'], []).append((a['start_date'],
-                                                       a['end_date']))
-        decisions = {}
-        for name in names:
-            row = registered.get(name)
-            eligible = (row is not None and row.get('reservable', True) and
-                        (in_pool is None or service_host in in_pool))
-            decisions[name] = decide(now, bookings.get(name, ()), service,
-                                     eligible, self.opts.idle_host_min_hours,
-                                     self.opts.idle_host_wake_minutes)
+        bookings = group_bookings(
+            db_api.allocation_list(session, hosts=names, start=now))
+        decisions = {
+            name: self._decide(now, bookings, name, registered.get(name),
+                               service, service_host, in_pool)
+            for name in names}
         return decide_service(decisions, nodes)
+
+    def _decide(self, now, bookings, name, host, service, service_host,
+                in_pool):
+        """:func:`decide` for the node ``name`` of ``service_host`` with
+        the pass's options; ``host`` is its registration (``None``: no
+        longer registered, so not eligible), ``in_pool`` the free pool's
+        members (``None``: not known, not checked).
+        """
+        eligible = (host is not None and host.get('reservable', True) and
+                    (in_pool is None or service_host in in_pool))
+        return decide(now, bookings.get(name, ()), service, eligible,
+                      self.opts.idle_host_min_hours,
+                      self.opts.idle_host_wake_minutes)
 
     def _enable(self, client, host, service_host, until, wake_at, why):
         if not enable_ours(client.idle(), service_host):
