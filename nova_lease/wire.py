@@ -75,3 +75,10 @@ PROP_CREATE_AT_START = 'create_at_start'
 #: starts with: the engine enables only those again, and a lease's start or
 #: update wakes them.
 IDLE_HOST_REASON = 'nova_lease idle host'
+
+# -- Messaging ----------------------------------------------------------------
+
+#: Nova's oslo.messaging exchange (``[DEFAULT] control_exchange`` as every
+#: Nova process defaults it): Nova publishes its notifications there, the
+#: engine listens and publishes there.
+NOVA_EXCHANGE = 'nova'

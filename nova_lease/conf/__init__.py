@@ -21,12 +21,14 @@ import importlib.util
 import os
 
 from oslo_config import cfg
+import oslo_messaging
 
 from nova_lease.conf import auth
 from nova_lease.conf import database
 from nova_lease.conf import enforcement
 from nova_lease.conf import lease
 from nova_lease import exception
+from nova_lease import wire
 
 _MODULES = (lease, database, auth, enforcement)
 
@@ -81,12 +83,20 @@ def _nova_pybasedir():
 
 
 def register_nova_paths(conf):
-    """Register Nova's [DEFAULT] pybasedir and state_path on ``conf``.
+    """Give ``conf`` the defaults Nova's processes have for nova.conf.
 
     For our own commands (engine, manage), which read nova.conf with their
-    own ConfigOpts, so that a nova.conf that sets them parses the same way
-    for them as for Nova. Never call it on Nova's own CONF.
+    own ConfigOpts, so that it means the same for them as for Nova:
+    Nova's [DEFAULT] pybasedir and state_path are registered, and
+    oslo.messaging's [DEFAULT] control_exchange defaults to ``nova`` as in
+    every Nova process (nova.config.parse_args), not ``openstack``:
+    otherwise the engine's listener waits on another exchange than the
+    one Nova publishes its instance notifications on, and its lease
+    notifications go elsewhere than nova-api's. That default is
+    process-wide in oslo.messaging, as in Nova. Never call it on Nova's
+    own CONF.
     """
+    oslo_messaging.set_transport_defaults(control_exchange=wire.NOVA_EXCHANGE)
     if 'state_path' in conf:
         return
     conf.register_opts([

@@ -210,3 +210,98 @@ class NotificationsRabbitTest(oslotest_base.BaseTestCase):
         self.assertEqual((None, None),
                          (received[1][2]['nova_object.data']['idle_until'],
                           received[1][2]['nova_object.data']['wake_at']))
+
+
+class RecordingHook(object):
+    """Stands in for the compute hook's database work: records calls."""
+
+    def __init__(self):
+        self.deleted = []
+        self.condition = threading.Condition()
+
+    def instance_created(self, data):
+        pass
+
+    def instance_deleted(self, uuid):
+        with self.condition:
+            self.deleted.append(uuid)
+            self.condition.notify_all()
+
+    def wait(self, timeout=30):
+        with self.condition:
+            self.condition.wait_for(lambda: self.deleted, timeout)
+            return list(self.deleted)
+
+
+class NovaExchangeTest(oslotest_base.BaseTestCase):
+    """The engine meets Nova on Nova's exchange with no option set.
+
+    Nova's processes default ``[DEFAULT] control_exchange`` to ``nova``
+    (nova.config.parse_args); oslo.messaging's own default is
+    ``openstack``. The engine reads the same nova.conf: an operator who
+    sets nothing must have it hear Nova's instance notifications and
+    publish its lease notifications where nova-api's go.
+    """
+
+    def setUp(self):
+        super().setUp()
+        try:
+            vhost = self.useFixture(RabbitVhost())
+        except Exception as e:
+            self.skipTest('RabbitMQ unavailable: %s' % e)
+        tmp = self.useFixture(fixtures.TempDir()).path
+        messaging = {'oslo_messaging_notifications': {
+            'driver': 'messagingv2', 'transport_url': vhost.url}}
+        # The engine's nova.conf, as the install guide writes it: no
+        # control_exchange.
+        self.conf = engine_cmd.parse_args(
+            ['--config-file', helpers.write_config(
+                os.path.join(tmp, 'engine.conf'), extra=messaging)])
+        # Nova's side: its processes' default exchange, said explicitly so
+        # that this side does not depend on what the engine changed.
+        self.nova_conf = engine_cmd.parse_args(
+            ['--config-file', helpers.write_config(
+                os.path.join(tmp, 'nova.conf'),
+                default={'control_exchange': 'nova'}, extra=messaging)])
+        self.nova_transport = oslo_messaging.get_notification_transport(
+            self.nova_conf)
+        self.addCleanup(self.nova_transport.cleanup)
+
+    def test_engine_hears_nova_instance_notifications(self):
+        from nova_lease.compute_hook import hook as compute_hook
+        hook = RecordingHook()
+        listener = compute_hook.start_listener(self.conf, hook)
+        self.addCleanup(listener.wait)
+        self.addCleanup(listener.stop)
+        nova = oslo_messaging.Notifier(
+            self.nova_transport, publisher_id='nova-compute:host1',
+            topics=['versioned_notifications'])
+        uuid = uuidutils.generate_uuid()
+        nova.info({}, 'instance.delete.end', {
+            'nova_object.name': 'InstanceActionPayload',
+            'nova_object.namespace': 'nova',
+            'nova_object.version': '1.8',
+            'nova_object.data': {'uuid': uuid}})
+        self.assertEqual([uuid], hook.wait())
+
+    def test_lease_notifications_go_where_novas_go(self):
+        # A consumer of Nova's exchange with a pool of its own (as the
+        # compute hook, or a billing service): its queue is bound to that
+        # exchange only (without a pool, publisher and consumer share a
+        # queue named after the topic, whatever the exchange).
+        endpoint = Endpoint()
+        listener = oslo_messaging.get_notification_listener(
+            self.nova_transport,
+            [oslo_messaging.Target(topic='notifications')], [endpoint],
+            executor='threading', pool='billing')
+        listener.start(override_pool_size=1)
+        self.addCleanup(listener.wait)
+        self.addCleanup(listener.stop)
+        notifier = notifications.LeaseNotifier(
+            self.conf, publisher_id='nova-lease-engine:test')
+        self.addCleanup(notifier.close)
+        host = {'hypervisor_hostname': 'node-7', 'service_host': 'compute-7'}
+        self.assertTrue(notifier.notify_host(
+            notifications.HOST_IDLE_ENABLE, host, 'promised now'))
+        self.assertEqual(['host.idle.enable'],
+                         [r[1] for r in endpoint.wait(1, timeout=15)])
