@@ -30,6 +30,9 @@ import warnings
 import fixtures
 import nova.conf
 from nova.conf import scheduler as nova_scheduler_conf
+from nova import context as nova_context
+from nova import objects
+from nova import test as nova_test
 from nova.tests.functional import integrated_helpers
 from novaclient import client as nova_client
 from oslo_utils import importutils
@@ -279,13 +282,26 @@ class LeaseFunctionalBase(integrated_helpers._IntegratedTestBase):
         # for a step under a second.
         if (new - old).total_seconds() < 1:
             return
-        services = [self.conductor, self.scheduler]
-        services += list(self.computes.values())
-        for service in services:
+        # Each row is written in its cell's database, named explicitly:
+        # Nova's CellDatabases fixture sends an untargeted write (the
+        # conductor's and the scheduler's service_ref) to whichever cell
+        # another thread targeted last, where the row is not
+        # (ServiceNotFound under load).
+        default = self.cell_mappings[nova_test.CELL1_NAME]
+        services = [(self.conductor, default), (self.scheduler, default)]
+        services += [
+            (service, getattr(self.host_mappings.get(host), 'cell_mapping',
+                              None) or default)
+            for host, service in self.computes.items()]
+        admin = nova_context.get_admin_context()
+        for service, cell in services:
             ref = getattr(service, 'service_ref', None)
-            if ref is not None:
-                ref.report_count += 1
-                ref.save()
+            if ref is None:
+                continue
+            with nova_context.target_cell(admin, cell) as cctxt:
+                row = objects.Service.get_by_id(cctxt, ref.id)
+                row.report_count += 1
+                row.save()
 
     # -- helpers ------------------------------------------------------------
 
