@@ -155,6 +155,15 @@ class LeaseFunctionalBase(integrated_helpers._IntegratedTestBase):
         self.useFixture(fixtures.MockPatchObject(
             nova_fixtures_module, 'ReaderWriterLock',
             lease_fixtures.ReaderPreferringLock))
+        # And it sends a database access with an untargeted context to the
+        # cell another thread targeted last: a compute's resource tracker
+        # writing while the API lists servers (which targets cell0) finds
+        # no compute node (ComputeNodeNotFound, ServiceNotFound, the build
+        # fails). Every service here runs in cell1, whose database is what
+        # their [database] connection would be.
+        self.useFixture(fixtures.MockPatchObject(
+            nova_fixtures_module.CellDatabases, '_wrap_get_context_manager',
+            lease_fixtures.untargeted_to_default_cell))
         super().setUp()
         self.keystone = self.useFixture(lease_fixtures.FakeKeystone(
             self.api_fixture.app(), self.glance, self.api.project_id,

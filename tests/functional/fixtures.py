@@ -539,6 +539,20 @@ class ReaderPreferringLock(object):
                 self._cond.notify_all()
 
 
+def untargeted_to_default_cell(cells, context):
+    """``CellDatabases._wrap_get_context_manager`` for one compute cell.
+
+    A targeted context keeps its cell; an untargeted one gets the default
+    cell's database (cell1), as a service of that cell gets its own
+    [database] connection in a deployment, instead of the database of
+    whichever cell another thread targeted last.
+    """
+    connection = getattr(context, 'db_connection', None)
+    if connection:
+        return connection
+    return cells._default_ctxt_mgr
+
+
 CLIResult = collections.namedtuple('CLIResult', 'exit_code stdout stderr')
 
 # Environment variables the nova shell reads; cleared for an in-process run
