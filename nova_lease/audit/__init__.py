@@ -24,7 +24,31 @@ AuditReadError = reader.AuditReadError
 Finding = checks.Finding
 
 
-def run(conf, now=None, compute=None, placement=None, db=None):
+class JournalCursor(object):
+    """Where a caller that audits again and again is in the engine's
+    action journal, and what it already read that cannot change.
+
+    ``since``: the id of the last journal row checked (None: none yet;
+    the first audit checks the whole journal). Each :func:`run` with the
+    cursor checks only the rows after it, then moves it to the last row
+    it read: every row is checked once, by the first audit that sees it.
+    (The ``journal`` check of a row depends only on the row, its lease
+    and reservation, and the migrations journaled before it, which the
+    reader looks up whatever the cursor.) A row committed after a row
+    with a higher id (concurrent engines) can be passed over by a
+    cursor; an audit without one checks everything.
+
+    ``hints``: {server id: its ``reservation`` boot hint}, the hints
+    already read (a server's boot hints never change).
+    """
+
+    def __init__(self, since=None):
+        self.since = since
+        self.hints = {}
+
+
+def run(conf, now=None, compute=None, placement=None, db=None,
+        cursor=None):
     """Audit the cloud; the list of :class:`Finding` (empty: all kept).
 
     :param conf: ConfigOpts with ``[nova_lease]`` and ``[nova_lease_auth]``
@@ -33,12 +57,18 @@ def run(conf, now=None, compute=None, placement=None, db=None):
         from ``[nova_lease_auth]``).
     :param placement: a :class:`nova_lease.audit.reader.PlacementClient`
         (default: from ``[nova_lease_auth]``).
+    :param cursor: a :class:`JournalCursor`: check only the journal
+        rows after ``cursor.since``, then move it past the rows read
+        (default: the whole journal).
     :raises AuditReadError: Nova, placement or the side database could
         not be read.
     """
     state = reader.read_state(conf, db=db, compute_client=compute,
-                              placement=placement, now=now)
-    return checks.check(state)
+                              placement=placement, now=now, cursor=cursor)
+    findings = checks.check(state)
+    if cursor is not None and state.actions:
+        cursor.since = max(row['id'] for row in state.actions)
+    return findings
 
 
 def format_table(findings):

@@ -175,8 +175,14 @@ class CloudState:
     #: projects a private flavor is given to); None when not read.
     flavors: typing.Optional[list] = None
     #: The engine's action journal (``engine_actions`` rows), None when
-    #: not read (no ``journal`` check then).
+    #: not read (no ``journal`` check then): all of it, or the rows after
+    #: a cursor.
     actions: typing.Optional[list] = None
+    #: With the rows after a cursor: the journaled migrations before it
+    #: of the leases that have a confirmation among ``actions`` (so that
+    #: a confirmation is checked against every migration its lease asked
+    #: for).
+    earlier_moves: list = dataclasses.field(default_factory=list)
 
 
 # -- helpers -----------------------------------------------------------------
@@ -757,7 +763,7 @@ def check_flavors(state, index=None):
 _OWNER_ACTIONS = frozenset({'delete', 'shelve', 'shelve_offload',
                             'unshelve', 'set_metadata', 'add_tag',
                             'delete_tag'})
-_MOVES = frozenset({'live_migrate', 'migrate'})
+MOVES = _MOVES = frozenset({'live_migrate', 'migrate'})
 #: The reservation property of a best-effort host reservation's hunt.
 BEST_EFFORT = 'best_effort'
 
@@ -789,7 +795,8 @@ def check_journal(state, index=None):
         return []
     index = index or _Index(state)
     leases = {lease['id']: lease for lease in state.leases}
-    asked = {(row['lease_id'], row['target_id']) for row in state.actions
+    asked = {(row['lease_id'], row['target_id'])
+             for row in list(state.earlier_moves) + list(state.actions)
              if row['action'] in _MOVES and row['outcome'] != 'refused'}
     # Each reservation's hosts once, whatever the number of its rows.
     hosts_of = {}

@@ -129,8 +129,15 @@ def _server(raw):
 
 
 def read_state(conf, db=None, compute_client=None, placement=None,
-               now=None):
-    """A :class:`~nova_lease.audit.checks.CloudState` of the cloud now."""
+               now=None, cursor=None):
+    """A :class:`~nova_lease.audit.checks.CloudState` of the cloud now.
+
+    ``cursor`` (a :class:`nova_lease.audit.JournalCursor`): only the
+    journal rows after ``cursor.since`` (and the earlier migrations that
+    their confirmations finish); boot hints already in ``cursor.hints``
+    are not read again.
+    """
+    since = cursor.since if cursor is not None else None
     db = db or db_api.get_database(conf)
     compute_client = compute_client or compute.ComputeClient.from_conf(conf)
     placement = placement or PlacementClient.from_conf(conf)
@@ -149,10 +156,13 @@ def read_state(conf, db=None, compute_client=None, placement=None,
                        for h in compute_client.list_hypervisors()}
         providers = placement.providers()
         flavors = _reservation_flavors(compute_client)
+        # The journal before the leases: the lease of every row read is
+        # then seen (a row is checked once when a cursor is given).
+        actions = db_api.action_list(db, since=since)
+        earlier_moves = _earlier_moves(db, actions, since)
         leases = db_api.lease_list(db)
         allocations = db_api.allocation_list(db)
         registered = db_api.host_list(db)
-        actions = db_api.action_list(db)
     except (exception.NovaLeaseException, ks_exc.ClientException,
             db_exc.DBError, sqlalchemy.exc.SQLAlchemyError) as e:
         raise AuditReadError(str(e)) from e
@@ -164,9 +174,25 @@ def read_state(conf, db=None, compute_client=None, placement=None,
         claim_timeout=opts.engine_claim_timeout, services=services,
         hypervisors=hypervisors, imminent=IMMINENT.total_seconds(),
         idle_reason_prefix=idle.REASON_PREFIX, flavors=flavors,
-        actions=actions)
-    _add_hints(state, compute_client)
+        actions=actions, earlier_moves=earlier_moves)
+    _add_hints(state, compute_client,
+               cursor.hints if cursor is not None else None)
     return state
+
+
+def _earlier_moves(db, actions, since):
+    """The journaled migrations up to ``since`` of the leases with a
+    confirmation among ``actions`` (what the ``journal`` check needs of
+    the rows before a cursor).
+    """
+    if since is None:
+        return []
+    leases = {row['lease_id'] for row in actions
+              if row['action'] == 'confirm' and row.get('lease_id')}
+    if not leases:
+        return []
+    return db_api.action_list(db, through=since, lease_ids=leases,
+                              actions=checks.MOVES)
 
 
 def _reservation_flavors(compute_client):
@@ -185,10 +211,12 @@ def _reservation_flavors(compute_client):
     return found
 
 
-def _add_hints(state, compute_client):
+def _add_hints(state, compute_client, known=None):
     """Look up the boot hint of servers of a host lease's project that
     run on its hosts without the reservation metadata (booted before
-    nova-api recorded it), as the host plugin does.
+    nova-api recorded it), as the host plugin does. ``known``: {server
+    id: hint} already read (a server's boot hints never change), updated
+    with the hints read here.
     """
     index = checks._Index(state)
     for lease, reservation, nodes in index.started_host_reservations():
@@ -196,6 +224,9 @@ def _add_hints(state, compute_client):
             for server in index.servers_on(node):
                 if (server.get('tenant_id') != lease['project_id'] or
                         checks.META_RESERVATION_ID in server['metadata']):
+                    continue
+                if known is not None and server['id'] in known:
+                    server['reservation_hint'] = known[server['id']]
                     continue
                 try:
                     hints = compute_client.get_server_scheduler_hints(
@@ -208,3 +239,5 @@ def _add_hints(state, compute_client):
                 if isinstance(value, list):
                     value = value[0] if len(set(value)) == 1 else None
                 server['reservation_hint'] = value
+                if known is not None:
+                    known[server['id']] = value

@@ -16,6 +16,9 @@
     nova-lease-manage [--config-file nova.conf] db stamp REV
     nova-lease-manage [--config-file nova.conf] process list
     nova-lease-manage [--config-file nova.conf] audit [--format table|json]
+        [--since ID]
+    nova-lease-manage [--config-file nova.conf] journal purge --before B
+        [--dry-run] [--batch-size N]
     nova-lease-manage [--config-file nova.conf] capacity [--start S]
         [--end E] [--step 1h] [--format table|json|svg|html] [--output FILE]
         [--host H] [--aggregate A] [--availability-zone Z]
@@ -33,11 +36,13 @@ set, unreachable, unknown revision, ...), 2 bad command line. ``audit``:
 Nova or placement could not be read (or nothing is configured).
 ``capacity``: 0 success, 2 bad command line or query (the message names
 the option), 3 the side database, Nova or placement could not be read.
+``journal purge``: 0 success, 1 database error, 2 bad command line.
 """
 
 import datetime
 import functools
 import logging as std_logging
+import re
 import sys
 
 from oslo_serialization import jsonutils
@@ -151,18 +156,28 @@ class AuditCommands(object):
         self.conf = conf
 
     def audit(self):
+        since = self.conf.command.since
+        if since is not None and since < 0:
+            print('%s: audit: --since must be an action id (0 or more), '
+                  'got %d' % (PROG, since), file=sys.stderr)
+            return 2
+        cursor = audit.JournalCursor(since)
         try:
-            findings = audit.run(self.conf)
+            findings = audit.run(self.conf, cursor=cursor)
         except audit.AuditReadError as e:
             print('%s: audit: cannot read the cloud: %s' % (PROG, e),
                   file=sys.stderr)
             return self.READ_ERROR
         if self.conf.command.format == 'json':
             print(jsonutils.dumps({'findings': [f.to_dict()
-                                                for f in findings]},
+                                                for f in findings],
+                                   'journal_last_id': cursor.since},
                                   indent=2, sort_keys=True))
         else:
             print(audit.format_table(findings))
+            if cursor.since is not None:
+                print('Engine action journal checked through action id %d '
+                      '(next: --since %d).' % (cursor.since, cursor.since))
         return 1 if findings else 0
 
 
@@ -181,7 +196,94 @@ def add_audit_command_parsers(subparsers, conf):
                         default='table',
                         help='table (default) for people, json for '
                              'scripts')
+    parser.add_argument('--since', type=int, default=None, metavar='ID',
+                        help='check only the engine action journal rows '
+                             'after this action id (the last id an '
+                             'earlier audit checked, which every audit '
+                             'prints: "journal_last_id" in json); every '
+                             'other check is complete. Default: the whole '
+                             'journal')
     parser.set_defaults(func=commands.audit, error_code=3)
+
+
+class JournalCommands(object):
+    #: Exit code of a bad command line.
+    USAGE = 2
+
+    _AGE_RE = re.compile(r'(\d+)\s*([smhd])', re.ASCII | re.IGNORECASE)
+
+    def __init__(self, conf):
+        self.conf = conf
+
+    def _cutoff(self, value, now):
+        """--before: an age (a number and a unit) or a date, not after
+        now.
+        """
+        if self._AGE_RE.fullmatch(value.strip()):
+            return now - lease_params.parse_duration(value, '--before')
+        if re.fullmatch(r'\s*\d+\s*', value):
+            raise lease_params.LeaseParamError(
+                '--before', 'format',
+                "'--before' %s: give an age with its unit (e.g. '30d', "
+                "'12h') or a date" % value.strip())
+        cutoff = lease_params.parse_datetime(value, '--before')
+        if cutoff > now:
+            raise lease_params.LeaseParamError(
+                '--before', 'range',
+                "'--before' (%s) is in the future" % value.strip())
+        return cutoff
+
+    def journal_purge(self):
+        args = self.conf.command
+        now = timeutils.utcnow()
+        try:
+            cutoff = self._cutoff(args.before, now)
+        except lease_params.LeaseParamError as e:
+            print('%s: journal purge: %s' % (PROG, e), file=sys.stderr)
+            return self.USAGE
+        if args.batch_size < 1:
+            print('%s: journal purge: --batch-size must be 1 or more'
+                  % PROG, file=sys.stderr)
+            return self.USAGE
+        db = db_api.Database(lease_conf.connection_url(self.conf),
+                             **lease_conf.database_options(self.conf))
+        try:
+            count = db_api.action_purge(db, cutoff,
+                                        batch_size=args.batch_size,
+                                        dry_run=args.dry_run)
+        finally:
+            db.dispose()
+        print('%s %d engine action journal row(s) created before %s UTC.'
+              % ('Would purge' if args.dry_run else 'Purged', count,
+                 cutoff.strftime('%Y-%m-%d %H:%M:%S')))
+        return 0
+
+
+def add_journal_command_parsers(subparsers, conf):
+    commands = JournalCommands(conf)
+    help = ('The engine action journal (engine_actions): every change the '
+            'engine asked of Nova, kept for the auditor.')
+    parser = subparsers.add_parser('journal', help=help, description=help)
+    parser.set_defaults(func=None)
+    journal_parsers = parser.add_subparsers(description='journal commands')
+    help = ('Remove the journal rows created before --before: the rows of '
+            'the idle-host pass and of leases that are TERMINATED or '
+            'gone. A lease\'s rows go together, once all of them are older '
+            'than --before; the rows of a lease not yet TERMINATED and '
+            'the rows still pending are never removed. Run it from cron, '
+            'as nova-manage db purge. Exit code 0: done, 1: database '
+            'error, 2: bad command line.')
+    purge = journal_parsers.add_parser('purge', help=help, description=help)
+    purge.add_argument('--before', required=True,
+                       help='an age (a number followed by s, m, h or d, '
+                            'e.g. 30d) or a date (UTC, "YYYY-MM-DD HH:MM" '
+                            'or ISO 8601) not in the future: rows created '
+                            'before it may go')
+    purge.add_argument('--dry-run', action='store_true',
+                       help='only count the rows that would go')
+    purge.add_argument('--batch-size', type=int, default=1000, metavar='N',
+                       help='rows removed per transaction (default 1000)')
+    purge.set_defaults(func=commands.journal_purge)
 
 
 class CapacityCommands(object):
@@ -316,6 +418,7 @@ def add_command_parsers(subparsers, conf):
     add_db_command_parsers(subparsers, conf)
     add_process_command_parsers(subparsers, conf)
     add_audit_command_parsers(subparsers, conf)
+    add_journal_command_parsers(subparsers, conf)
     add_capacity_command_parsers(subparsers, conf)
 
 

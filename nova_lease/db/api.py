@@ -175,4 +175,5 @@ engine_release_dead = processes.engine_release_dead
 action_record = actions.action_record
 action_update = actions.action_update
 action_list = actions.action_list
+action_purge = actions.action_purge
 server_links = actions.server_links

@@ -28,7 +28,9 @@ engine restarts (hunts in flight or not), clock advances; after
 each step Nova is let
 settle, the compute hook's reconcile pass and the engine run (what
 nova-lease-engine does between two steps), and ``nova-lease-manage
-audit`` (:func:`nova_lease.audit.run`) must find nothing. Refusals (4xx)
+audit`` (:func:`nova_lease.audit.run`) must find nothing (its journal
+check on the engine actions journaled since the previous step's audit,
+as ``--since`` does). Refusals (4xx)
 are ordinary steps; a 5xx, a step that cannot settle or an auditor
 finding stops the walk at that step, which the same seed replays.
 """
@@ -138,6 +140,10 @@ class Walk(object):
         self.last = None
         self.counts = {}
         self.seen = None
+        # The auditor's place in the engine's action journal: each step's
+        # audit checks the rows journaled since the previous one (every
+        # row once), and boot hints are read once per server.
+        self.journal = audit.JournalCursor()
         self.refusal = None
         self.ops = [
             (6, self.boot_unleased), (6, self.boot_leased_now),
@@ -509,7 +515,7 @@ class Walk(object):
         t1 = time.monotonic()
         self.settle()
         t2 = time.monotonic()
-        findings = audit.run(self.case.audit_conf)
+        findings = audit.run(self.case.audit_conf, cursor=self.journal)
         t3 = time.monotonic()
         if isinstance(result, tuple):
             result = result[0]

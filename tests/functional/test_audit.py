@@ -139,6 +139,103 @@ class AuditTest(test_host_bystanders._ForcedBootMixin,
         self.assertNotEqual(0, code)
         self.assertIn('journal', out)
 
+    def _forge(self, lease, **values):
+        row = {'lease_id': lease['id'],
+               'reservation_id': lease['reservations'][0]['id'],
+               'project_id': lease['project_id'], 'target_kind': 'server',
+               'target_id': 'bystander-1',
+               'target_project_id': test_lease_api.OTHER_PROJECT,
+               'action': 'delete', 'outcome': 'done', 'reason': 'forged'}
+        row.update(values)
+        return db_api.action_record(self.lease_db, row)['id']
+
+    def _journal_findings(self, **kwargs):
+        return [f for f in audit.run(self.conf, **kwargs)
+                if f.check == 'journal']
+
+    def test_journal_cursor_checks_each_row_once(self):
+        # With a cursor (the soak walk's, `audit --since`), each audit
+        # checks only the rows journaled after the previous one: a
+        # violating row after the cursor is found; the rows before it
+        # are not read again.
+        self._register('host3')
+        lease = self._create(self._lease_body(
+            'now', self._at(hours=2), reservations=[self._host_res()]))
+        self.engine.process_due()
+        journaled = [r['id'] for r in db_api.action_list(self.lease_db)]
+        self.assertNotEqual([], journaled)
+        cursor = audit.JournalCursor()
+        self.assertEqual([], self._journal_findings(cursor=cursor))
+        self.assertEqual(max(journaled), cursor.since)
+        reads = []
+        real = db_api.action_list
+
+        def spy(db, *args, **kwargs):
+            rows = real(db, *args, **kwargs)
+            reads.append((kwargs, [r['id'] for r in rows]))
+            return rows
+
+        with mock.patch.object(audit.reader.db_api, 'action_list', spy):
+            self.assertEqual([], self._journal_findings(cursor=cursor))
+            self.assertEqual([({'since': max(journaled)}, [])], reads)
+            bad = self._forge(lease)
+            del reads[:]
+            [finding] = self._journal_findings(cursor=cursor)
+            self.assertEqual([({'since': max(journaled)}, [bad])], reads)
+        self.assertEqual('server bystander-1', finding.subject)
+        self.assertEqual(bad, cursor.since)
+        # Checked once: the next audit with the cursor does not read it
+        # again; an audit without one (the default) reads everything.
+        self.assertEqual([], self._journal_findings(cursor=cursor))
+        self.assertEqual(bad, cursor.since)
+        self.assertEqual([finding], self._journal_findings())
+
+    def test_journal_cursor_confirmation_of_an_earlier_migration(self):
+        # A confirmation after the cursor is checked against the
+        # migrations its lease journaled before it.
+        self._register('host3')
+        lease = self._create(self._lease_body(
+            'now', self._at(hours=2), reservations=[self._host_res()]))
+        self.engine.process_due()
+        host = self._hosts_of(lease)[0]
+        self._forge(lease, action='migrate', target_id='moved-1',
+                    target_host=host)
+        cursor = audit.JournalCursor()
+        self.assertEqual([], self._journal_findings(cursor=cursor))
+        self._forge(lease, action='confirm', target_id='moved-1',
+                    target_host=host)
+        self.assertEqual([], self._journal_findings(cursor=cursor))
+        # One the lease never asked for is found.
+        self._forge(lease, action='confirm', target_id='never-moved',
+                    target_host=host)
+        [finding] = self._journal_findings(cursor=cursor)
+        self.assertIn('confirmed a migration the lease never asked for',
+                      finding.message)
+
+    def test_manage_audit_since(self):
+        self._register('host3')
+        lease = self._create(self._lease_body(
+            'now', self._at(hours=2), reservations=[self._host_res()]))
+        self.engine.process_due()
+        bad = self._forge(lease)
+        code, out, err = self._manage('--format', 'json')
+        self.assertEqual(1, code, err)
+        body = json.loads(out)
+        self.assertEqual(bad, body['journal_last_id'])
+        self.assertEqual(['journal'],
+                         sorted({f['check'] for f in body['findings']}))
+        code, out, err = self._manage('--since', str(bad - 1))
+        self.assertEqual(1, code, err)
+        self.assertIn('journal', out)
+        self.assertIn('checked through action id %d (next: --since %d)'
+                      % (bad, bad), out)
+        code, out, err = self._manage('--since', str(bad))
+        self.assertEqual(0, code, err)
+        self.assertIn('No broken or endangered promise', out)
+        code, out, err = self._manage('--since', '-1')
+        self.assertEqual(2, code)
+        self.assertIn('--since', err)
+
     def test_instance_reservation_servers_are_the_leases(self):
         # Blazar's instance reservations: servers booted with the
         # reservation's flavor run on free-pool hosts, within its slots:
