@@ -386,7 +386,10 @@ and the host registry; a plan that does not fit is made again with what
 was read. A plan that finds no room with the copy is made again with a
 fresh read before a lease is refused. So a longer time saves database
 reads on every leased boot (about 1,000 compute nodes a read), and only
-makes the first choice less good when usage changes fast.
+makes the first choice less good when usage changes fast. When the copy
+is older than this, the next admission still uses it while one thread of
+nova-api reads the next copy in the background: no admission waits for
+that read except the first of each nova-api process.
 
 Possible values:
 
