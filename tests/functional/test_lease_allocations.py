@@ -95,10 +95,9 @@ class LeaseAllocationsTest(test_lease_api.LeaseAPIMixin,
         # lease removes it at once; the engine deletes the server, then
         # its rows.
         server = self._boot(name='held', wait='ACTIVE')
-        self.admin_api.post_server_action(server['id'],
-                                          {'shelveOffload': None})
-        self._wait_for(lambda: self._status(server['id']) ==
-                       'SHELVED_OFFLOADED', 'server offloaded')
+        self.admin_api.post_server_action(server['id'], {'shelve': None})
+        self._wait_for(lambda: self._status(server['id']) in (
+            'SHELVED', 'SHELVED_OFFLOADED'), 'server shelved')
         self._shelved_server_leases([server['id']])
         lease = self._lease()
         url = PREFIX + '/leases/%s' % lease['id']
