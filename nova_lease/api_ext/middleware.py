@@ -9,13 +9,19 @@
 # WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
 # License for the specific language governing permissions and limitations
 # under the License.
-"""The nova-api paste filter: boot-hint handling and the lease API.
+"""The nova-api paste filters: boot-hint handling and the lease API.
 
-Operators add it to both v2.1 pipelines of Nova's api-paste.ini, right after
-``keystonecontext`` (so ``environ['nova.context']`` is set)::
+Operators add ``nova_lease`` to both v2.1 pipelines of Nova's api-paste.ini,
+right after ``keystonecontext`` (so ``environ['nova.context']`` is set), and
+``nova_lease_versions`` right before ``authtoken`` (the lease API's version
+document is read without a token, as Nova's own are)::
 
   [filter:nova_lease]
   paste.filter_factory = nova_lease.api_ext.middleware:LeaseMiddleware.factory
+
+  [filter:nova_lease_versions]
+  paste.filter_factory =
+      nova_lease.api_ext.middleware:VersionsMiddleware.factory
 
 Under Nova's urlmap the filter sees ``PATH_INFO`` without the ``/v2.1`` (or
 ``/v2``) prefix, optionally with a project id in front: ``/servers``,
@@ -51,7 +57,9 @@ _SERVER_ITEM_RE = re.compile(
 _LEASE_API_RE = re.compile(r'^(?P<base>%s%s)(?P<rest>/.*)?$'
                            % (_PROJECT, re.escape(API_PREFIX)), re.DOTALL)
 
-_VERSION_ID = 'v1.0'
+# The version document's paths: the mount point, /v1 and /v1.0.
+_VERSIONS_RE = re.compile(r'^(?P<base>%s%s)(?:/v1(?:\.0)?)?/?$'
+                          % (_PROJECT, re.escape(API_PREFIX)))
 
 
 def fault(exc):
@@ -188,3 +196,41 @@ class LeaseMiddleware(object):
         # The actions that call Nova's own API (sub-requests) need it.
         req.environ['nova_lease.application'] = self.application
         return lease_router.handle(req, ctx, match.group('rest'), href)
+
+
+class VersionsMiddleware(object):
+    """Paste filter before ``authtoken``: the lease API's version document.
+
+    ``GET`` (or ``HEAD``) of ``[/<project_id>]/os-reservation``, ``/v1``
+    or ``/v1.0`` is answered here, without a token, as Nova answers its
+    own version documents: keystoneauth's version discovery reads it
+    unauthenticated first, so a client (python-blazarclient, Horizon)
+    does not pay a 401 and a second request for it. Everything else goes
+    on to ``authtoken`` untouched (a string test on ``PATH_INFO``).
+    """
+
+    def __init__(self, application, **local_conf):
+        self.application = application
+
+    @classmethod
+    def factory(cls, global_config, **local_config):
+        """paste.deploy filter factory (``paste.filter_factory``)."""
+        def _factory(app):
+            return cls(app, **local_config)
+        return _factory
+
+    def __call__(self, environ, start_response):
+        path = environ.get('PATH_INFO', '')
+        if (API_PREFIX in path and
+                environ.get('REQUEST_METHOD') in ('GET', 'HEAD')):
+            match = _VERSIONS_RE.match(path)
+            if match:
+                return self._versions_app(environ, start_response)
+        return self.application(environ, start_response)
+
+    @webob.dec.wsgify(RequestClass=os_wsgi.Request)
+    def _versions_app(self, req):
+        match = _VERSIONS_RE.match(req.path_info)
+        href = req.host_url + req.script_name + match.group('base')
+        return lease_router.handle(req, None, req.path_info[
+            len(match.group('base')):], href)

@@ -358,15 +358,53 @@ def after_change(caller, lease, updates):
         update.type.after_update(caller, lease, update, started)
 
 
+#: Who cancels the start of a best-effort lease deleted while it hunts
+#: (the event's ``claimed_by`` on its way to DONE).
+_DELETER = 'lease-delete'
+
+
+def never_started(lease):
+    """True for a lease deleted before its start (PENDING) whose release
+    is under way: :func:`delete` removes its start event, which nothing
+    else does. The lease API shows it as gone (404); once the engine's end
+    has released what it held in Nova, the engine removes it
+    (``db.api.engine_complete_events``). ``lease['events']``: its events.
+    """
+    return (lease['status'] in (_L.TERMINATING, _L.TERMINATED) and
+            not any(e['event_type'] == _T.START_LEASE
+                    for e in lease.get('events') or ()))
+
+
+def _cancel_event(session, event, reason, now):
+    """An UNDONE event to DONE without running (``cancelled: reason``)."""
+    db_api.event_update(session, event['id'],
+                        {'status': str(_E.IN_PROGRESS),
+                         'claimed_by': _DELETER, 'claimed_at': now},
+                        expected_status=str(_E.UNDONE))
+    db_api.event_update(session, event['id'],
+                        {'status': str(_E.DONE),
+                         'last_error': 'cancelled: %s' % reason},
+                        expected_status=str(_E.IN_PROGRESS),
+                        expected={'claimed_by': _DELETER})
+
+
 @db_api.retry_on_deadlock
 def delete(db, conf, lease_id, now, check=None):
     """Delete or end a lease; returns ``'deleted'`` or ``'ending'``.
 
     A lease that holds nothing in Nova yet (PENDING, every reservation's
     type says so) or nothing any more (TERMINATED) is removed with its
-    rows. A started (or failed) one ends now: its end event is due now,
-    what its reservations hold after now is released (each type's
-    ``release_after``), and the engine releases the resources.
+    rows. A PENDING one that holds something in Nova (an instance
+    reservation's flavor and server group, a VM lease's server) is
+    removed as Blazar removes a lease that never started: it is gone for
+    the lease API at once (:func:`never_started`: TERMINATING, its start
+    and before-end events removed), what its reservations hold after now
+    is released at once, its end event is due now, and the engine's end
+    releases what it holds in Nova (through the action gate) and then
+    removes its rows. A started (or failed) one ends now: its end event
+    is due now, what its reservations hold after now is released (each
+    type's ``release_after``), and the engine releases the resources; it
+    stays, TERMINATED.
 
     :param check: ``check(lease)`` first, with the lease as it is in the
         transaction, or None.
@@ -398,15 +436,24 @@ def delete(db, conf, lease_id, now, check=None):
             if event['event_type'] == _T.END_LEASE:
                 db_api.event_update(session, event['id'], {'time': now},
                                     expected_status=str(_E.UNDONE))
+            elif (state == _L.IN_PROGRESS and
+                    event['event_type'] == _T.START_LEASE):
+                # (Kept, cancelled: the lease did hunt, and stays
+                # TERMINATED.)
+                _cancel_event(session, event, 'the lease was deleted', now)
             elif state in (_L.PENDING, _L.IN_PROGRESS) or (
                     event['event_type'] == _T.BEFORE_END_LEASE):
                 db_api.event_destroy(session, event['id'])
         when = min(now, lease['end_date'])
         for kind, reservations in types.group(lease['reservations']):
             kind.release_after(session, conf, lease, reservations, when)
+        values = {'end_date': when, 'updated_at': now}
+        if state == _L.PENDING:
+            # Never started: gone from now on (never_started); the
+            # engine's end takes it from here.
+            values['status'] = str(_L.TERMINATING)
         try:
-            db_api.lease_update(session, lease_id,
-                                {'end_date': when, 'updated_at': now},
+            db_api.lease_update(session, lease_id, values,
                                 expected_status=state)
         except db_api.StatusConflict as e:
             raise LeaseBusy(lease_id=lease_id, status=e.actual,

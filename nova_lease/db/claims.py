@@ -52,6 +52,7 @@ _START_LEASE = 'start_lease'
 
 
 _END_LEASE = 'end_lease'
+_TERMINATED = 'TERMINATED'
 
 
 # Candidates are read a page at a time (without locks), the blocked ones
@@ -386,9 +387,30 @@ def engine_complete_events(db, engine_id, results, now=None):
                 .values(status=new, updated_at=now)).rowcount
             if moved:
                 changed.update(ids)
+        _remove_never_started(session, sorted(
+            by_id[event_id]['lease_id'] for event_id in owned
+            if by_id[event_id].get('lease_status') == _TERMINATED))
         changes_db.journal(session, [(lease_id, None)
                                      for lease_id in sorted(changed)])
     return sorted(owned)
+
+
+def _remove_never_started(session, lease_ids):
+    """Remove the leases of ``lease_ids`` that are TERMINATED without a
+    start event: deleted before their start (the booking pipeline's
+    ``never_started``), whose end has just released what they held in
+    Nova. Their reservations, events and allocations go with them.
+    """
+    if not lease_ids:
+        return
+    started = set(session.execute(
+        sa.select(EVENTS.c.lease_id)
+        .where(EVENTS.c.lease_id.in_(lease_ids),
+               EVENTS.c.event_type == _START_LEASE)).scalars())
+    gone = [lease_id for lease_id in lease_ids if lease_id not in started]
+    if gone:
+        session.execute(sa.delete(LEASES).where(
+            LEASES.c.id.in_(gone), LEASES.c.status == _TERMINATED))
 
 
 @transaction.retry_on_deadlock

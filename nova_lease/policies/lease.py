@@ -35,8 +35,11 @@ rules = [
         scope_types=['project']),
     policy.DocumentedRuleDefault(
         name=LIST_ALL, check_str=base.ADMIN,
-        description='List the leases of every project.',
-        operations=[{'method': 'GET',
+        description='List the leases of every project: what GET /leases '
+                    'lists for a caller this rule allows (as Blazar lists '
+                    'every lease for its admins), unless all_projects=0.',
+        operations=[{'method': 'GET', 'path': _COLLECTION},
+                    {'method': 'GET',
                      'path': _COLLECTION + '?all_projects=1'}],
         scope_types=['project']),
     policy.DocumentedRuleDefault(

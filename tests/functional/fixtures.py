@@ -52,6 +52,12 @@ from nova_lease.sandbox import placement_edge
 PASTE_FILTER_NAME = 'nova_lease'
 PASTE_FILTER_FACTORY = (
     'nova_lease.api_ext.middleware:LeaseMiddleware.factory')
+#: The filter of the lease API's version document, before authtoken.
+VERSIONS_FILTER_NAME = 'nova_lease_versions'
+VERSIONS_FILTER_FACTORY = (
+    'nova_lease.api_ext.middleware:VersionsMiddleware.factory')
+#: The harness's authtoken (see :func:`fake_authtoken_factory`).
+FAKE_AUTHTOKEN_FACTORY = 'tests.functional.fixtures:fake_authtoken_factory'
 #: Nova's two v2.1 composites; the filter goes in both, after
 #: keystonecontext.
 PASTE_COMPOSITES = ('composite:openstack_compute_api_v21',
@@ -78,8 +84,10 @@ def add_filter_to_paste_ini(text, name=PASTE_FILTER_NAME,
                             composites=PASTE_COMPOSITES, options=None):
     """Return api-paste.ini text edited the way an operator edits it.
 
-    ``name`` is inserted right after ``keystonecontext`` in the ``keystone``
-    pipeline of each composite, and a ``[filter:<name>]`` section is
+    ``name`` is inserted right after ``keystonecontext`` and
+    ``nova_lease_versions`` (the lease API's version document, read
+    without a token) right before ``authtoken`` in the ``keystone``
+    pipeline of each composite, and their ``[filter:...]`` sections are
     appended. Everything else (comments included) is kept as it is.
     """
     lines = text.splitlines(keepends=True)
@@ -92,10 +100,13 @@ def add_filter_to_paste_ini(text, name=PASTE_FILTER_NAME,
         key, sep, value = line.partition('=')
         if (section in composites and sep and key.strip() == 'keystone'):
             items = value.split()
-            if 'keystonecontext' not in items:
-                raise ValueError('no keystonecontext in [%s]' % section)
+            for needed in ('keystonecontext', 'authtoken'):
+                if needed not in items:
+                    raise ValueError('no %s in [%s]' % (needed, section))
             if name not in items:
                 items.insert(items.index('keystonecontext') + 1, name)
+            if VERSIONS_FILTER_NAME not in items:
+                items.insert(items.index('authtoken'), VERSIONS_FILTER_NAME)
             lines[i] = '%s= %s\n' % (key, ' '.join(items))
             edited.add(section)
     missing = set(composites) - edited
@@ -108,7 +119,62 @@ def add_filter_to_paste_ini(text, name=PASTE_FILTER_NAME,
     section_lines = ['', '[filter:%s]' % name,
                      'paste.filter_factory = %s' % factory]
     section_lines += ['%s = %s' % kv for kv in (options or {}).items()]
+    section_lines += ['', '[filter:%s]' % VERSIONS_FILTER_NAME,
+                      'paste.filter_factory = %s' % VERSIONS_FILTER_FACTORY]
     return out + '\n'.join(section_lines) + '\n'
+
+
+def use_fake_authtoken(text):
+    """Point api-paste.ini's ``[filter:authtoken]`` at
+    :func:`fake_authtoken_factory`: the authtoken edge of the harness,
+    where keystonemiddleware's runs in the pipeline.
+    """
+    lines = text.splitlines(keepends=True)
+    section, done = None, False
+    for i, line in enumerate(lines):
+        stripped = line.strip()
+        if stripped.startswith('[') and stripped.endswith(']'):
+            section = stripped[1:-1].strip()
+            continue
+        key, sep, _value = line.partition('=')
+        if (section == 'filter:authtoken' and sep and
+                key.strip() == 'paste.filter_factory'):
+            lines[i] = 'paste.filter_factory = %s\n' % FAKE_AUTHTOKEN_FACTORY
+            done = True
+    if not done:
+        raise ValueError('no [filter:authtoken] paste.filter_factory')
+    return ''.join(lines)
+
+
+class FakeAuthToken(object):
+    """What keystonemiddleware's ``authtoken`` does, at its place in
+    Nova's pipeline: a request without the identity of a valid token
+    (the headers :class:`FakeKeystone`'s edge, or Nova's own test
+    clients, set) is answered 401 there, so the filters before it
+    (``nova_lease_versions``) and Nova's own version documents are
+    reached without a token, exactly as in a deployment.
+    """
+
+    def __init__(self, application):
+        self.application = application
+
+    def __call__(self, environ, start_response):
+        if environ.get('HTTP_X_AUTH_USER'):
+            return self.application(environ, start_response)
+        body = jsonutils.dump_as_bytes({'error': {
+            'code': 401, 'title': 'Unauthorized',
+            'message': 'The request you have made requires '
+                       'authentication.'}})
+        start_response('401 Unauthorized', [
+            ('Content-Type', 'application/json'),
+            ('Content-Length', str(len(body))),
+            ('WWW-Authenticate', 'Keystone uri="keystone"')])
+        return [body]
+
+
+def fake_authtoken_factory(global_conf, **local_conf):
+    """paste.deploy filter factory of :class:`FakeAuthToken`."""
+    return FakeAuthToken
 
 
 class GeneratedPasteIni(fixtures.Fixture):
@@ -127,7 +193,8 @@ class GeneratedPasteIni(fixtures.Fixture):
     def _setUp(self):
         self.source = self.source or nova_packaged_paste_ini()
         with open(self.source) as f:
-            text = add_filter_to_paste_ini(f.read(), options=self.options)
+            text = use_fake_authtoken(add_filter_to_paste_ini(
+                f.read(), options=self.options))
         tmp = self.useFixture(fixtures.TempDir()).path
         self.path = os.path.join(tmp, 'api-paste.ini')
         with open(self.path, 'w') as f:
@@ -272,7 +339,6 @@ DEFAULT_USERS = {
 
 Token = collections.namedtuple('Token', 'user_id project_id roles')
 
-_VERSION_PATHS = ('', '/', '/v2', '/v2/', '/v2.1', '/v2.1/')
 _IDENTITY_HEADERS = ('HTTP_X_AUTH_USER', 'HTTP_X_AUTH_PROJECT_ID',
                      'HTTP_X_ROLES', 'HTTP_X_USER_ID', 'HTTP_X_USER_NAME',
                      'HTTP_X_PROJECT_ID', 'HTTP_X_PROJECT_NAME',
@@ -297,9 +363,10 @@ class FakeKeystone(fixtures.Fixture):
       placement's admin), for clients that read placement through the
       catalog (``nova-lease-manage audit``);
     * everything else: Nova's API (the paste app the OSAPIFixture loaded)
-      behind an edge that does what keystonemiddleware's authtoken does,
-      turning the X-Auth-Token into identity headers (the ones the stubbed
-      keystonecontext reads), or answering 401.
+      behind an edge that turns a valid X-Auth-Token into identity headers
+      (the ones the stubbed keystonecontext reads); without them the
+      harness's authtoken in Nova's pipeline (:func:`fake_authtoken_factory`,
+      where keystonemiddleware's runs) answers 401.
 
     So clients use ordinary keystoneauth password sessions and catalog
     look-ups, exactly as against a real cloud (see :meth:`session`).
@@ -365,16 +432,9 @@ class FakeKeystone(fixtures.Fixture):
         for key in _IDENTITY_HEADERS:
             environ.pop(key, None)
         token = self.tokens.get(environ.get('HTTP_X_AUTH_TOKEN'))
-        if token is None and path not in _VERSION_PATHS:
-            body = jsonutils.dump_as_bytes({'error': {
-                'code': 401, 'title': 'Unauthorized',
-                'message': 'The request you have made requires '
-                           'authentication.'}})
-            start_response('401 Unauthorized', [
-                ('Content-Type', 'application/json'),
-                ('Content-Length', str(len(body))),
-                ('WWW-Authenticate', 'Keystone uri="%s"' % self.auth_url)])
-            return [body]
+        # Without a valid token the request goes on without an identity:
+        # the harness's authtoken (fake_authtoken_factory), where
+        # keystonemiddleware's is in Nova's pipeline, answers 401.
         if token is not None:
             environ.update({
                 # what nova's stubbed keystonecontext reads

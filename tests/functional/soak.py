@@ -145,6 +145,8 @@ class Walk(object):
         # row once), and boot hints are read once per server.
         self.journal = audit.JournalCursor()
         self.refusal = None
+        #: Leases deleted while PENDING, to be gone after the settle.
+        self.removed = []
         self.ops = [
             (6, self.boot_unleased), (6, self.boot_leased_now),
             (6, self.boot_leased_future), (2, self.register_host),
@@ -409,11 +411,24 @@ class Walk(object):
         return self._call(self.case.admin_api.delete_server, server['id'])
 
     def delete_lease(self):
+        """A pending lease is removed, as Blazar removes it: 404 at once,
+        its rows gone once the engine has released what it held in Nova
+        (checked after the settle, see :meth:`step`); a started one ends.
+        """
         lease = self._pick(self._leases(('PENDING', 'ACTIVE')))
         if lease is None:
             return 'skip'
-        return self._call(self.case.api.api_delete,
-                          PREFIX + '/leases/%s' % lease['id'])
+        url = PREFIX + '/leases/%s' % lease['id']
+        done = self._call(self.case.api.api_delete, url)
+        if done is not None and lease['status'] == 'PENDING':
+            try:
+                self.case.api.api_get(url)
+            except api_client.OpenStackApiNotFoundException:
+                self.removed.append(lease['id'])
+            else:
+                raise StepFailed('lease %s, deleted while PENDING, is still '
+                                 'shown' % lease['id'])
+        return done
 
     def _update(self, lease, end):
         return self._call(self.case.api.api_put,
@@ -502,6 +517,20 @@ class Walk(object):
             if not self._quiet(deadline):
                 return
 
+    def _check_removed(self):
+        """The leases deleted while PENDING are gone once the engine is
+        done (or, their release failed, back in ERROR for the operator).
+        """
+        removed, self.removed = self.removed, []
+        for lease_id in removed:
+            try:
+                lease = db_api.lease_get(self.case.lease_db, lease_id)
+            except db_api.LeaseNotFound:
+                continue
+            if lease['status'] != 'ERROR':
+                raise StepFailed('lease %s, deleted while PENDING, is still '
+                                 'there, %s' % (lease_id, lease['status']))
+
     def step(self):
         self.steps += 1
         weights = [w for w, _ in self.ops]
@@ -514,6 +543,7 @@ class Walk(object):
         refusal = self.refusal
         t1 = time.monotonic()
         self.settle()
+        self._check_removed()
         t2 = time.monotonic()
         findings = audit.run(self.case.audit_conf, cursor=self.journal)
         t3 = time.monotonic()

@@ -19,6 +19,7 @@ and either the catalog's ``reservation`` endpoint or an explicit
 import datetime
 import io
 import json
+from urllib import parse as urlparse
 
 from blazarclient import client as blazar_client
 from blazarclient import exception as blazar_exc
@@ -112,6 +113,49 @@ class BlazarClientTest(base.LeaseFunctionalBase):
         self.assertEqual(404, e.kwargs['code'])
         admin.host.delete(host['id'])
         self.assertEqual([], admin.host.list())
+
+    def _record_nova_answers(self):
+        """[(path, status code)] of every answer of Nova's API (and of
+        its authtoken) through the catalog, from now on.
+        """
+        seen = []
+        edge = self.keystone._nova
+
+        def recording(environ, start_response, path):
+            def record(status, headers, exc_info=None):
+                seen.append((path, int(status[:3])))
+                return start_response(status, headers, exc_info)
+            return edge(environ, record, path)
+        self.useFixture(fixtures.MockPatchObject(self.keystone, '_nova',
+                                                 recording))
+        return seen
+
+    def test_version_document_needs_no_token(self):
+        # keystoneauth's version discovery reads the catalog endpoint
+        # without a token first: it is answered at once, no 401 and no
+        # second, authenticated request.
+        seen = self._record_nova_answers()
+        client = self._client('fake', override=False)
+        self.assertEqual([], client.lease.list())
+        self.assertEqual(
+            [('/v2.1/os-reservation', 200), ('/v2.1/os-reservation/leases',
+                                             200)], seen)
+        sess = self.keystone.session('fake')
+        for path in ('', '/v1', '/v1.0/'):
+            resp = sess.get(self.keystone.reservation_url + path,
+                            authenticated=False)
+            self.assertEqual(200, resp.status_code)
+            self.assertEqual('v1.0', resp.json()['versions'][0]['id'])
+            self.assertEqual(
+                '/v2.1/os-reservation', urlparse.urlsplit(resp.json()[
+                    'versions'][0]['links'][0]['href']).path)
+        # Only the version document: the resources need a token.
+        for method, path in (('GET', '/leases'), ('GET', '/os-hosts'),
+                             ('POST', '/leases'), ('POST', '')):
+            resp = sess.request(self.keystone.reservation_url + path,
+                                method, authenticated=False,
+                                raise_exc=False, json={})
+            self.assertEqual(401, resp.status_code, (method, path))
 
     def test_catalog_endpoint(self):
         client = self._client('fake', override=False)

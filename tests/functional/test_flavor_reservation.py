@@ -21,6 +21,7 @@ import time
 
 from nova.tests.functional.api import client as api_client
 
+from nova_lease import audit
 from nova_lease.db import api as db_api
 from nova_lease.plugins.flavor import plugin as flavor_plugin
 from tests.functional import base
@@ -408,17 +409,32 @@ class ReservationUpdateTest(FlavorLeaseMixin, base.LeaseFunctionalBase):
 
 class PendingDeleteTest(FlavorLeaseMixin, base.LeaseFunctionalBase):
 
-    def test_deleting_a_pending_instance_lease_leaves_nothing(self):
-        flavors = self._flavors()
+    def test_deleting_a_pending_instance_lease_removes_it(self):
+        # Blazar removes a lease that never started (404 afterwards), with
+        # everything it held: its slots at once, its flavor and server
+        # group as soon as the engine has released them, then its rows.
+        flavors, groups = self._flavors(), self._groups()
         lease = self._create(self._lease_body(
             self._at(hours=2), self._at(hours=3),
             reservations=[self._instance_res(1, affinity=True)]))
         [res] = lease['reservations']
         self.assertIn(res['id'], self._flavors())
-        self.api.api_delete(PREFIX + '/leases/%s' % lease['id'],
-                            check_response_status=[204])
-        self.engine.process_due()
-        self.assertEqual('TERMINATED', self._lease(lease['id'])['status'])
-        self.assertEqual(flavors, self._flavors())
-        self.assertNotIn(res['server_group_id'], self._groups())
+        url = PREFIX + '/leases/%s' % lease['id']
+        self.api.api_delete(url, check_response_status=[204])
+        self.api.api_get(url, check_response_status=[404])
+        self.assertEqual([], self.api.api_get(PREFIX + '/leases').body[
+            'leases'])
+        self.assertEqual([], self.admin_api.api_get(
+            PREFIX + '/leases?all_projects=1').body['leases'])
+        self.api.api_put(url, {'name': 'again'}, check_response_status=[404])
+        self.api.api_delete(url, check_response_status=[404])
         self.assertEqual([], self._hosts_of(lease))
+        self.engine.process_due()
+        self.assertEqual(flavors, self._flavors())
+        self.assertEqual(groups, self._groups())
+        self.assertRaises(db_api.LeaseNotFound, db_api.lease_get,
+                          self.lease_db, lease['id'])
+        self.assertEqual([], db_api.event_list(self.lease_db,
+                                               lease_id=lease['id']))
+        self.assertEqual([], db_api.allocation_list(self.lease_db))
+        self.assertEqual([], audit.run(self.engine.conf))

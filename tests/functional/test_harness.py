@@ -122,6 +122,12 @@ class TestPluginLoadedByNova(base.LeaseFunctionalBase):
                 'LeaseMiddleware',
                 names[names.index(nova_auth.NovaKeystoneContext.__name__)
                       + 1], names)
+            # The version document's filter comes before authtoken (and
+            # so before keystonecontext).
+            self.assertLess(
+                names.index('VersionsMiddleware'),
+                names.index(nova_auth.NovaKeystoneContext.__name__) - 1,
+                names)
 
         root = self.api_fixture.base_url[:-len('/v2.1')]
         project = self.api.project_id
@@ -144,7 +150,8 @@ class TestPluginLoadedByNova(base.LeaseFunctionalBase):
         self.assertIn('nope', resp.body['error_message'])
         resp = self.api.api_post('/os-reservation', {},
                                  check_response_status=[405])
-        self.assertEqual(6, lease_api.call_count)
+        # (The version documents were VersionsMiddleware's.)
+        self.assertEqual(2, lease_api.call_count)
         ctx = lease_api.call_args.args[2]
         self.assertEqual(project, ctx.project_id)
 
@@ -383,11 +390,14 @@ class TestPasteEdit(testtools.TestCase):
         self.assertEqual(2, len(removed))
         self.assertEqual(
             [line.replace('keystonecontext', 'keystonecontext nova_lease')
+             .replace('authtoken', 'nova_lease_versions authtoken')
              for line in removed],
             added[:2])
         self.assertEqual(
             ['', '[filter:nova_lease]', 'paste.filter_factory = '
-             'nova_lease.api_ext.middleware:LeaseMiddleware.factory'],
+             'nova_lease.api_ext.middleware:LeaseMiddleware.factory',
+             '', '[filter:nova_lease_versions]', 'paste.filter_factory = '
+             'nova_lease.api_ext.middleware:VersionsMiddleware.factory'],
             added[2:])
         # Idempotent for the pipelines.
         self.assertEqual(

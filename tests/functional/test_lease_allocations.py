@@ -67,12 +67,16 @@ class LeaseAllocationsTest(test_lease_api.LeaseAPIMixin,
         lease, start, end = self._future_lease()
         self.api.api_delete(PREFIX + '/leases/%s' % lease['id'],
                             check_response_status=[204])
-        # Gone with the delete, before the engine ends the lease.
+        # Gone with the delete, before the engine ends the lease: the
+        # lease for the lease API (as Blazar removes a lease that never
+        # started), its allocation for the calendar.
+        self.api.api_get(PREFIX + '/leases/%s' % lease['id'],
+                         check_response_status=[404])
         self.assertEqual([], db_api.allocation_list(self.db,
                                                     lease_id=lease['id']))
         self.engine.process_due()
         self._no_servers()
-        self.assertEqual('TERMINATED', self._lease()['status'])
+        self.assertEqual([], db_api.lease_list(self.db))
         # The idle host can be registered and leased whole over the
         # window the instance lease had.
         host = self._register('host1')
@@ -85,6 +89,25 @@ class LeaseAllocationsTest(test_lease_api.LeaseAPIMixin,
                 'lease_id': leased['id'],
                 'start_date': leased['start_date'],
                 'end_date': leased['end_date']}]}], allocations)
+
+    def test_delete_pending_lease_of_a_shelved_server(self):
+        # A pending VM lease that holds its (shelved) server: deleting the
+        # lease removes it at once; the engine deletes the server, then
+        # its rows.
+        server = self._boot(name='held', wait='ACTIVE')
+        self.admin_api.post_server_action(server['id'], {'shelve': None})
+        self._wait_for(lambda: self._status(server['id']) in (
+            'SHELVED', 'SHELVED_OFFLOADED'), 'server shelved')
+        self._shelved_server_leases([server['id']])
+        lease = self._lease()
+        url = PREFIX + '/leases/%s' % lease['id']
+        self.api.api_delete(url, check_response_status=[204])
+        self.api.api_get(url, check_response_status=[404])
+        self.assertEqual([], self.api.api_get(PREFIX + '/leases').body[
+            'leases'])
+        self.engine.process_due()
+        self._gone(server['id'])
+        self.assertEqual([], db_api.lease_list(self.db))
 
     def test_delete_started_instance_lease_cuts_its_allocation(self):
         lease, start, end = self._future_lease()

@@ -104,7 +104,15 @@ class LeaseAPITest(LeaseAPIMixin, base.LeaseFunctionalBase):
         self.assertIn('x86_64', host['cpu_info'])
         self.assertEqual('true', host['ssd'])
         self.assertEqual('false', host['gpu'])
+        # Blazar's host has a status column, which nothing sets (null);
+        # blazar-dashboard's host page shows it.
+        self.assertIn('status', host)
+        self.assertIsNone(host['status'])
         self.assertEqual(['host1'], self._aggregate('freepool')['hosts'])
+        # 'status' is a host field, not an extra capability.
+        self.admin_api.api_post(PREFIX + '/os-hosts',
+                                {'name': 'host2', 'status': 'up'},
+                                check_response_status=[400])
         # Registered twice: 409; unknown hypervisor: 404; non-admin: 403.
         body = self._register('host1', status=409)
         self.assertIn('host1', body['error_message'])
@@ -188,10 +196,23 @@ class LeaseAPITest(LeaseAPIMixin, base.LeaseFunctionalBase):
                       check_response_status=[403])
         # A reader of the same project may read it.
         self.api_fixture.reader_api.api_get(url)
-        # The admin sees every project with all_projects.
-        leases = self.admin_api.api_get(
-            PREFIX + '/leases?all_projects=1').body['leases']
-        self.assertEqual([lease['id']], [x['id'] for x in leases])
+        # The admin sees every project, as Blazar 18 lists leases for its
+        # admins (what blazar-dashboard's lease list and 'openstack
+        # reservation lease list' show), with all_projects or without;
+        # all_projects=0: the admin's own project only.
+        # An admin of another project: Blazar's rule is the admin role.
+        admin = api_client.TestOpenStackClient(
+            'admin', self.api_fixture.base_url, project_id=OTHER_PROJECT,
+            roles=['reader', 'member', 'admin'])
+        for query in ('?all_projects=1', '', '?all_tenants=true'):
+            leases = admin.api_get(PREFIX + '/leases' + query).body[
+                'leases']
+            self.assertEqual([lease['id']], [x['id'] for x in leases])
+        self.assertEqual([], admin.api_get(
+            PREFIX + '/leases?all_projects=0').body['leases'])
+        # A member's list stays its project's, asked or not.
+        self.assertEqual([], other.api_get(
+            PREFIX + '/leases?all_projects=0').body['leases'])
         # Rename.
         renamed = self.api.api_put(url, {'name': 'renamed'}).body['lease']
         self.assertEqual('renamed', renamed['name'])

@@ -94,6 +94,8 @@ def format_host(host):
         'service_name': host.get('service_host'),
         'availability_zone': host.get('availability_zone'),
         'reservable': bool(host.get('reservable', True)),
+        # Blazar's host has a status column that nothing sets.
+        'status': None,
         'trust_id': None,
         'created_at': _dt(host.get('created_at')),
         'updated_at': _dt(host.get('updated_at')),

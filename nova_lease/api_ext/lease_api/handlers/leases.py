@@ -55,6 +55,10 @@ def _get_visible_lease(ctx, lease_id, rule):
     probed.
     """
     lease = db_api.lease_get(common.db(), lease_id)
+    if pipeline.never_started(lease):
+        # Deleted before its start: gone (the engine is releasing what
+        # it held in Nova, then removes it).
+        raise db_api.LeaseNotFound(lease_id=lease_id)
     target = {'project_id': lease['project_id'],
               'user_id': lease['user_id']}
     if not policy.authorize(ctx, rule, target, fatal=False):
@@ -72,16 +76,28 @@ def _wake_engines():
     engine.wake_all()
 
 
-def _wants_all_projects(req):
+def _all_projects(req):
+    """``all_projects`` (or ``all_tenants``) as asked: True, False, or
+    None when not given.
+    """
     value = req.GET.get('all_projects', req.GET.get('all_tenants'))
     # (A boolean: checked by the query schema.)
-    return value is not None and strutils.bool_from_string(value,
-                                                           strict=True)
+    if value is None:
+        return None
+    return strutils.bool_from_string(value, strict=True)
 
 
 def list_leases(req, ctx):
-    """GET /leases: the caller's project's leases (all with all_projects)."""
-    if _wants_all_projects(req):
+    """GET /leases: as Blazar 18 lists them, every project's leases for a
+    caller allowed by ``leases:list_all`` (admins), else the caller's
+    project's. ``all_projects=1`` asks for every project (403 without the
+    rule), ``all_projects=0`` for the caller's project only.
+    """
+    every = _all_projects(req)
+    if every is None:
+        every = policy.authorize(ctx, lease_policies.LIST_ALL,
+                                 {'project_id': '*'}, fatal=False)
+    if every:
         policy.authorize(ctx, lease_policies.LIST_ALL, {'project_id': '*'})
         project = None
     else:
@@ -89,7 +105,8 @@ def list_leases(req, ctx):
                          {'project_id': ctx.project_id})
         project = ctx.project_id
     leases = db_api.lease_list(common.db(), project_id=project)
-    return 200, {'leases': [views.format_lease(lease) for lease in leases]}
+    return 200, {'leases': [views.format_lease(lease) for lease in leases
+                            if not pipeline.never_started(lease)]}
 
 
 def show_lease(req, ctx, lease_id):
@@ -215,10 +232,12 @@ def update_lease(req, ctx, lease_id, body):
 def delete_lease(req, ctx, lease_id):
     """DELETE /leases/{id}, through the booking pipeline.
 
-    A lease that holds nothing yet (pending host lease) or nothing any
-    more (TERMINATED) is removed. A started one ends now: the engine
-    releases its resources (hosts back in the free pool, servers removed)
-    and it stays visible as TERMINATED.
+    A lease that has not started (PENDING) is removed, as Blazar removes
+    it: 404 from now on; what it holds in Nova (an instance reservation's
+    flavor and server group, a VM lease's server) the engine releases at
+    once, then removes its rows. A TERMINATED one is removed. A started
+    one ends now: the engine releases its resources (hosts back in the
+    free pool, servers removed) and it stays visible as TERMINATED.
     """
     _get_visible_lease(ctx, lease_id, lease_policies.DELETE)
     try:

@@ -24,7 +24,8 @@ HOST_FIELDS = frozenset({
     'id', 'name', 'hypervisor_hostname', 'hypervisor_type',
     'hypervisor_version', 'vcpus', 'cpu_info', 'memory_mb', 'local_gb',
     'service_name', 'service_host', 'availability_zone', 'trust_id',
-    'reservable', 'created_at', 'updated_at', 'capabilities', 'values'})
+    'reservable', 'status', 'created_at', 'updated_at', 'capabilities',
+    'values'})
 CAPABILITY_NAME_PATTERN = r'^[A-Za-z0-9_.:\-]+$'
 #: Blazar's limit (and its message, which its clients and tests match).
 CAPABILITY_NAME_MAX = 64
