@@ -192,15 +192,19 @@ class TestShelvedFromTheBoot(FutureServerTest):
                          (shown['id'], shown['status']))
         self.assertEqual({'lease_id': lease['id'],
                           'lease_status': 'reserved'}, shown['properties'])
-        # Renamed, given metadata and a tag, by name.
+        # Renamed and tagged by name. (Its metadata is Nova's to refuse
+        # while shelved, as for any shelved server: below.)
         self.openstack_cli('server', 'set', '--name', 'vm2', 'vm1')
         self.openstack_cli('--os-compute-api-version', '2.26', 'server',
-                           'set', '--tag', 'blue', '--property', 'k=v',
-                           'vm2')
+                           'set', '--tag', 'blue', 'vm2')
         shown = self.api.get_server(server_id)
         self.assertEqual('vm2', shown['name'])
         self.assertEqual(['blue', 'reserved'], sorted(shown['tags']))
-        self.assertEqual('v', shown['metadata']['k'])
+        error = self.assertRaises(
+            api_client.OpenStackApiException, self.api.api_post,
+            '/servers/%s/metadata' % server_id, {'metadata': {'k': 'v'}})
+        self.assertEqual(409, error.response.status_code)
+        self.assertIn('shelved_offloaded', error.response.text)
         rows = jsonutils.loads(self.openstack_cli(
             'server', 'list', '--name', 'vm1', '-f', 'json'))
         self.assertEqual([], rows)
