@@ -151,6 +151,9 @@ class ShelvedBuild(object):
                     # the server has an updated_at, which Nova's
                     # changes-since filter reads).
                     instance.system_metadata['shelved_at'] = now.isoformat()
+                    # Nova acts on a shelved server (unshelve, ...) only
+                    # once it has been launched: it is, as a record.
+                    instance.launched_at = now
                     instance.save()
                     objects.InstanceAction.action_start(
                         cctxt, instance.uuid, instance_actions.CREATE,
