@@ -178,15 +178,12 @@ class TestShelvedFromTheBoot(FutureServerTest):
         self.assertEqual(
             {'lease_id': lease['id'], 'lease_status': 'reserved'},
             jsonutils.loads(test_harness._table_value(shown, 'metadata')))
-        # openstack server list / --name / show by name.
-        rows = jsonutils.loads(self.openstack_cli(
-            'server', 'list', '--no-name-lookup', '-f', 'json'))
-        self.assertEqual([(server_id, 'vm1', 'SHELVED_OFFLOADED')],
-                         [(r['ID'], r['Name'], r['Status']) for r in rows])
-        rows = jsonutils.loads(self.openstack_cli(
-            'server', 'list', '--no-name-lookup', '--name', 'vm1', '-f',
-            'json'))
-        self.assertEqual([server_id], [r['ID'] for r in rows])
+        # nova list --name; openstack server show by name. (openstack
+        # server list asks the catalog for an identity endpoint, which
+        # the harness's Keystone does not list.)
+        listed = self.nova_cli('list', '--name', '^vm1$')
+        self.assertIn(server_id, listed)
+        self.assertNotIn(server_id, self.nova_cli('list', '--name', 'vm2'))
         shown = jsonutils.loads(self.openstack_cli(
             'server', 'show', 'vm1', '-f', 'json'))
         self.assertEqual((server_id, 'SHELVED_OFFLOADED'),
@@ -206,10 +203,8 @@ class TestShelvedFromTheBoot(FutureServerTest):
             '/servers/%s/metadata' % server_id, {'metadata': {'k': 'v'}})
         self.assertEqual(409, error.response.status_code)
         self.assertIn('shelved_offloaded', error.response.text)
-        rows = jsonutils.loads(self.openstack_cli(
-            'server', 'list', '--no-name-lookup', '--name', 'vm1', '-f',
-            'json'))
-        self.assertEqual([], rows)
+        self.assertNotIn(server_id, self.nova_cli('list', '--name', 'vm1'))
+        self.assertIn(server_id, self.nova_cli('list', '--name', 'vm2'))
         # Deleted by name: the lease ends, its promise goes.
         self.openstack_cli('server', 'delete', '--wait', 'vm2')
         self._gone(server_id)
