@@ -317,44 +317,6 @@ class ComputeClient(object):
     def list_server_tags(self, server_id):
         return list(self._nova.servers.tag_list(server_id))
 
-    @_translate('create the reserved server of')
-    def create_reserved_server(self, lease_id, reservation_id):
-        """Have nova-api create a reservation's server.
-
-        For a reservation whose server is created at its lease's start:
-        ``POST /os-reservation/leases/<lease>/reservations/<reservation>/
-        server`` (the lease API, next to the compute API; admin or
-        service role). Idempotent: a server already created for it is
-        returned, not created again. Nova's refusal keeps its code and
-        message (e.g. 403 ``Quota exceeded for instances``).
-
-        Returns ``(server id, created)``: ``created`` is False when the
-        server existed (an earlier attempt created it).
-        """
-        path = ('/os-reservation/leases/%s/reservations/%s/server'
-                % (lease_id, reservation_id))
-        resp = self._adapter.post(path, json={}, raise_exc=False,
-                                  headers={'Accept': 'application/json'})
-        try:
-            data = resp.json()
-        except ValueError:
-            data = {}
-        if resp.status_code in (200, 201):
-            return data['server']['id'], resp.status_code == 201
-        message = (data.get('error_message') if isinstance(data, dict)
-                   else None) or resp.reason or str(resp.status_code)
-        reason = 'reservation %s of lease %s: HTTP %s: %s' % (
-            reservation_id, lease_id, resp.status_code, message)
-        code = resp.status_code
-        if code == 404:
-            raise ComputeNotFound(reason=reason, status_code=code)
-        if code == 409:
-            raise ComputeConflict(reason=reason, status_code=code)
-        if code in (401, 403):
-            raise ComputeForbidden(reason=reason, status_code=code)
-        cls = ComputeUnavailable if code >= 500 else ComputeError
-        raise cls(reason=reason, status_code=code)
-
     def wait_for_server(self, server_id, wanted, timeout, gone_ok=False,
                         fail_statuses=('ERROR',)):
         """Poll until the server's status is in ``wanted``; return it.

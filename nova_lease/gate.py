@@ -115,7 +115,6 @@ MUTATING = {
     'set_server_metadata': ('set_metadata', SERVER, RELEASE),
     'add_server_tag': ('add_tag', SERVER, RELEASE),
     'delete_server_tag': ('delete_tag', SERVER, RELEASE),
-    'create_reserved_server': ('create_server', RESERVATION, START),
     'disable_service': ('disable', SERVICE, IDLE),
     'enable_service': ('enable', SERVICE, START),
     'create_aggregate': ('create', AGGREGATE, RELEASE),

@@ -95,8 +95,10 @@ MAX_RAW_LENGTH = 65535
 #: Internal scheduler hints: the nova-api filter adds them, LeaseFilter
 #: reads them (it never parses ``lease_params``); a user who sends one in
 #: a boot gets a 400. ``nova_lease_id=<lease id>`` marks the first boot
-#: of a leased server; ``nova_lease_reservation=<reservation id>`` the
-#: server that nova-api creates at a deferred lease's start.
+#: of a leased server (also a future lease's, created shelved-offloaded,
+#: whose unshelve at the start finds it in its RequestSpec);
+#: ``nova_lease_reservation=<reservation id>`` is in the RequestSpecs of
+#: servers that earlier releases created at their lease's start.
 LEASE_ID_HINT = wire.HINT_INTERNAL_LEASE_ID
 RESERVATION_HINT = wire.HINT_INTERNAL_RESERVATION
 INTERNAL_HINTS = (LEASE_ID_HINT, RESERVATION_HINT)

@@ -33,7 +33,8 @@ HINT_RESERVATION = 'reservation'
 #: Internal hints: the nova-api filter adds them, LeaseFilter reads them (a
 #: user who sends one gets a 400). The first boot of a leased server ...
 HINT_INTERNAL_LEASE_ID = 'nova_lease_id'
-#: ... and the server nova-api creates at a deferred lease's start.
+#: ... and, in RequestSpecs written by earlier releases, the server that
+#: nova-api created at a future lease's start.
 HINT_INTERNAL_RESERVATION = 'nova_lease_reservation'
 
 # -- Server metadata and tags -------------------------------------------------
@@ -65,9 +66,9 @@ FLAVOR_RESERVATION_SPEC = 'nova_lease:reservation'
 
 # -- Side database: reservation properties Nova-facing code reads ------------
 
-#: An instance lease admitted for a future start: its server is created at
-#: the start from the stored boot request.
-PROP_CREATE_AT_START = 'create_at_start'
+#: An instance lease admitted for a future start: its server is created
+#: shelved-offloaded at the boot and unshelved at the start.
+PROP_SHELVED_UNTIL_START = 'shelved_until_start'
 
 # -- nova-compute services ---------------------------------------------------
 

@@ -22,9 +22,9 @@ for the lease API, ``/servers...`` for the nova-api paths our paste
 filter extends) and may name A's things in braces:
 
 ``{lease}``         each of A's lease ids (host, boot-hint instance,
-                    flavor:instance, future host, future deferred boot);
+                    flavor:instance, future host, future leased boot);
 ``{reservation}``   each of A's reservation ids, with its ``{lease}``;
-``{server}``        each of A's server ids (and deferred aliases);
+``{server}``        each of A's server ids (a future lease's too);
 ``{host_id}``       the registered-host id of each host A's leases hold;
 ``{host}``          the name of each host A's leases hold;
 ``{project}``       A's project id;
@@ -134,9 +134,6 @@ ROWS = [
         {'end_date': '{end}'}, NOT_FOUND),
     Row(('DELETE', '/leases/{lease_id}'), 'DELETE',
         LEASES + '/leases/{lease}', None, NOT_FOUND),
-    Row(('POST', '/leases/{lease_id}/reservations/{reservation_id}/server'),
-        'POST', LEASES + '/leases/{lease}/reservations/{reservation}/server',
-        None, FORBIDDEN + NOT_FOUND),
     # -- /os-hosts (admin only) -------------------------------------------
     Row(('GET', '/os-hosts'), 'GET', LEASES + '/os-hosts', None, FORBIDDEN),
     Row(('POST', '/os-hosts'), 'POST', LEASES + '/os-hosts',

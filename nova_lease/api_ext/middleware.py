@@ -50,9 +50,6 @@ API_PREFIX = '/os-reservation'
 _PROJECT = r'(?:/[0-9a-f\-]+)?'
 _SERVERS_RE = re.compile(r'^%s/servers/?$' % _PROJECT)
 # /servers/<id>[/...] with an id that may be a reservation's (a uuid).
-_SERVER_ITEM_RE = re.compile(
-    r'^%s/servers/(?P<id>[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?'
-    r'[0-9a-fA-F]{4}-?[0-9a-fA-F]{12})(?P<rest>/.*)?$' % _PROJECT)
 # (DOTALL: a percent-encoded newline in an id is the lease API's to refuse.)
 _LEASE_API_RE = re.compile(r'^(?P<base>%s%s)(?P<rest>/.*)?$'
                            % (_PROJECT, re.escape(API_PREFIX)), re.DOTALL)
@@ -113,60 +110,7 @@ class LeaseMiddleware(object):
                 path.endswith(('/servers', '/servers/')) and
                 _SERVERS_RE.match(path)):
             return self._create_server_app(environ, start_response)
-        elif '/servers/' in path:
-            match = _SERVER_ITEM_RE.match(path)
-            if match:
-                return self._server_item(environ, start_response, match)
         return self.application(environ, start_response)
-
-    def _server_item(self, environ, start_response, match):
-        """``/servers/<id>[/...]``: Nova answers; on its 404 only, the id
-        may be the alias of a server created at its lease's start (see
-        :mod:`.deferred_alias`).
-
-        Nova's answer passes through as it comes unless it is a 404; the
-        request body, which Nova's router has read into a seekable
-        buffer, is still there for a replay.
-        """
-        seen = {}
-
-        def catch_404(status, headers, exc_info=None):
-            if status[:3] == '404' and 'started' not in seen:
-                seen['404'] = (status, headers)
-                return lambda data: None
-            seen['started'] = True
-            return start_response(status, headers, exc_info)
-
-        result = self.application(environ, catch_404)
-        if not seen:
-            # An application that starts its response lazily (not Nova's).
-            result = list(result)
-        if '404' not in seen:
-            return result
-        try:
-            nova_body = b''.join(result)
-        finally:
-            if hasattr(result, 'close'):
-                result.close()
-        try:
-            resp = self._alias(environ, match)
-        except Exception:
-            LOG.exception('nova_lease: looking up server alias %s failed',
-                          match.group('id'))
-            resp = None
-        if resp is None:
-            status, headers = seen['404']
-            start_response(status, headers)
-            return [nova_body]
-        return resp(environ, start_response)
-
-    def _alias(self, environ, match):
-        from nova_lease.api_ext import deferred_alias
-
-        req = os_wsgi.Request(environ)
-        return deferred_alias.alias_response(
-            req, environ.get('nova.context'), match.group('id'),
-            match.group('rest') or '', self.application)
 
     # Only the routed requests get a webob Request (Nova's subclass, so
     # faults can be rendered); the others never pay for one.

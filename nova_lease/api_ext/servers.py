@@ -47,12 +47,12 @@ For a leased boot, the filter, in the request's thread:
 A boot with the flavor of a Blazar instance reservation is counted
 against the reservation's slots instead (:mod:`.slot_boots`).
 
-A lease whose start is in the future goes another way after step 1: the
-request is checked as Nova will check it at the start, the lease is
-recorded with the boot request of each server, and the answer is a 202
-in Nova's format naming the reservation as the server; Nova sees nothing
-until the start, when the server is created (see
-:mod:`nova_lease.api_ext.deferred`).
+For a lease whose start is in the future, step 4 differs: Nova's own
+``ServersController.create`` handles the request, but its servers are
+created shelved-offloaded, unscheduled, in the promised host's cell
+(metadata ``lease_status=reserved``, tag ``reserved``), so that nothing
+needs capacity now; the engine unshelves them at the start (see
+:mod:`nova_lease.api_ext.shelved`).
 """
 
 import threading
@@ -233,11 +233,9 @@ class ServerCreate(object):
             flavor_id, flavor = self._flavor(ctx, server.get('flavorRef'))
         except exception.Invalid as e:
             return _fault(webob.exc.HTTPBadRequest, str(e))
-        if not request.params.start_now:
-            return self._defer(req, ctx, body, request, flavor_id, flavor,
-                               count, now)
         return self._boot(req, ctx, body, server, request, flavor_id,
-                          flavor, count, now)
+                          flavor, count, now,
+                          shelved=not request.params.start_now)
 
     def _slot_boot(self, req, ctx, body, server, hints):
         """The answer to a boot with an instance reservation's flavor
@@ -253,51 +251,6 @@ class ServerCreate(object):
         if changed:
             req.body = jsonutils.dump_as_bytes(body)
         return req.get_response(self.application)
-
-    def _defer(self, req, ctx, body, request, flavor_id, sizes, count, now):
-        """A future lease: record it with its boot requests; build nothing.
-
-        The server(s) are created at the lease's start (see
-        :mod:`nova_lease.api_ext.deferred`); the 202 names the first
-        reservation's id as the server id.
-        """
-        from nova import exception as nova_exception
-        from nova import objects
-
-        from nova_lease.api_ext import deferred
-
-        try:
-            deferred.api_version(req)
-        except nova_exception.NovaException:
-            return req.get_response(self.application)  # Nova refuses it
-        try:
-            deferred.validate(req, ctx, body)
-            flavor = objects.Flavor.get_by_flavor_id(ctx, flavor_id)
-        except nova_exception.ValidationError as e:
-            return _fault(webob.exc.HTTPBadRequest, e.format_message())
-        except nova_exception.PolicyNotAuthorized as e:
-            return _fault(webob.exc.HTTPForbidden, e.format_message())
-        except nova_exception.FlavorNotFound:
-            return _fault(webob.exc.HTTPBadRequest, str(
-                FlavorNotFound(flavor_id=flavor_id)))
-        requests, password = deferred.boot_requests(req, ctx, body, count,
-                                                    flavor)
-        lease = _book(instance_rtype.create_deferred_instance_lease,
-                      self.db, self.conf, request.params, ctx.project_id,
-                      ctx.user_id, sizes, requests, flavor_id=flavor_id,
-                      now=now)
-        if not isinstance(lease, dict):     # refused: its fault
-            return lease
-        LOG.info('Lease %(lease)s (%(name)s) of project %(project)s, '
-                 '%(start)s to %(end)s: %(count)d server(s) created at its '
-                 'start (reservations %(ids)s)',
-                 {'lease': lease['id'], 'name': lease['name'],
-                  'project': lease['project_id'],
-                  'start': lease['start_date'], 'end': lease['end_date'],
-                  'count': count, 'ids': ', '.join(
-                      r['id'] for r in lease['reservations'])})
-        self._after_create(lease)
-        return deferred.accepted(req, body, lease, password)
 
     def _flavor(self, ctx, flavor_ref):
         """(flavor id, sizes) of the request's flavor, from Nova's API DB.
@@ -329,11 +282,11 @@ class ServerCreate(object):
         return flavor_id, dict(sizes)
 
     def _boot(self, req, ctx, body, server, request, flavor_id, flavor,
-              count, now):
+              count, now, shelved=False):
         lease = _book(instance_rtype.create_instance_lease, self.db,
                       self.conf, request.params, ctx.project_id, ctx.user_id,
                       flavor, count, flavor_id=flavor_id,
-                      default=request.default, now=now)
+                      default=request.default, shelved=shelved, now=now)
         if not isinstance(lease, dict):     # refused: its fault
             return lease
         lease_id = lease['id']
@@ -343,7 +296,8 @@ class ServerCreate(object):
         if isinstance(metadata, dict):
             metadata = dict(metadata)
             metadata[leases.META_LEASE_ID] = lease_id
-            metadata[leases.META_LEASE_STATUS] = leases.META_PENDING
+            metadata[leases.META_LEASE_STATUS] = (
+                leases.META_RESERVED if shelved else leases.META_PENDING)
             server['metadata'] = metadata
         # else: Nova refuses the malformed metadata and the lease goes.
         # The scheduler knows a first boot of a leased server by this hint
@@ -351,7 +305,11 @@ class ServerCreate(object):
         boot_hints.set_hint(body, lease_params.LEASE_ID_HINT, lease_id)
         req.body = jsonutils.dump_as_bytes(body)
         try:
-            resp = req.get_response(self.application)
+            if shelved:
+                from nova_lease.api_ext import shelved as shelved_servers
+                resp = shelved_servers.create(req)
+            else:
+                resp = req.get_response(self.application)
         except Exception:
             self._undo(lease_id)
             raise

@@ -88,8 +88,8 @@ META_AGGREGATE_RESERVATION = wire.AGGREGATE_RESERVATION_ID
 META_LEASE_ID = wire.SERVER_LEASE_ID
 META_RESERVATION_ID = wire.SERVER_RESERVATION_ID
 #: The reservation property of an instance lease admitted for a future
-#: start (its server is created at the start).
-CREATE_AT_START = wire.PROP_CREATE_AT_START
+#: start (its server is shelved-offloaded until the start).
+SHELVED_UNTIL_START = wire.PROP_SHELVED_UNTIL_START
 
 _L = status.LeaseStatus
 _E = status.EventStatus
@@ -604,7 +604,7 @@ def check_events(state, index=None):
 def _admitted(lease):
     """Was the lease a promise (admitted against the calendar)?"""
     return any(types.is_whole_host(r) or
-               (r.get('properties') or {}).get(CREATE_AT_START)
+               (r.get('properties') or {}).get(SHELVED_UNTIL_START)
                for r in lease.get('reservations') or ())
 
 

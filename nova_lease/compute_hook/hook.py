@@ -26,8 +26,9 @@ It runs in nova-lease-engine and acts on Nova through
     reserved (metadata ``lease_status=reserved``, tag ``reserved``) and
     shelved, so that Nova offloads it and frees its host until the start
     (Nova offloads at once with its default ``shelved_offload_time = 0``;
-    otherwise the reconcile pass offloads it). Servers created at their
-    lease's start are never shelved;
+    otherwise the reconcile pass offloads it). A future lease's server is
+    created shelved-offloaded at its boot (nova_lease.api_ext.shelved)
+    and never built before its start;
   - ``instance.delete.end`` of a leased server: its reservation is marked
     deleted, and a lease left without servers ends early (TERMINATED, its
     events cancelled), see
@@ -183,12 +184,11 @@ class ComputeHook(object):
                                data.get('tenant_id'))
         if lease is None or not self.not_started(lease, now):
             return False
-        if not any(r['resource_id'] == server_id and
-                   not leases.created_at_start(r)
+        if not any(r['resource_id'] == server_id
                    for r in lease['reservations']):
-            # Not linked (yet): the reconcile pass shelves a server of a
-            # lease made before servers were created at their start once
-            # it is linked; nothing else is ever built before its start.
+            # Not linked (yet): the reconcile pass shelves it once it is
+            # linked. (A future lease's server is created shelved-offloaded
+            # and is never built before its start.)
             LOG.debug('Server %(server)s is not linked to lease %(lease)s: '
                       'not shelved', {'server': server_id,
                                       'lease': lease['id']})
@@ -254,10 +254,7 @@ class ComputeHook(object):
         instance = [r for r in lease['reservations']
                     if types.is_one_server(r) and
                     r['status'] != _R.DELETED]
-        # (A reservation whose server is created at the start has none
-        # until then: nothing vanished, nothing to link.)
-        unlinked = [r for r in instance if not r['resource_id'] and
-                    not leases.created_at_start(r)]
+        unlinked = [r for r in instance if not r['resource_id']]
         if unlinked and lease['created_at'] + leases.START_HOLD < now:
             self._repair_unlinked(lease, unlinked, now, stats)
             lease = db_api.lease_get(self.db, lease['id'])

@@ -68,7 +68,6 @@ ReservationNotFound = common.ReservationNotFound
 EventNotFound = common.EventNotFound
 AllocationNotFound = common.AllocationNotFound
 HostNotFound = common.HostNotFound
-BootRequestNotFound = common.BootRequestNotFound
 StatusConflict = common.StatusConflict
 LeaseExists = common.LeaseExists
 ReservationExists = common.ReservationExists
@@ -91,8 +90,6 @@ reservation_list = reservations.reservation_list
 reservation_update = reservations.reservation_update
 reservation_destroy = reservations.reservation_destroy
 reservations_link = reservations.reservations_link
-boot_requests_create = reservations.boot_requests_create
-boot_request_get = reservations.boot_request_get
 reservation_lease_ids = reservations.reservation_lease_ids
 
 # Events.

@@ -59,10 +59,6 @@ class HostNotFound(exception.NotFound):
     msg_fmt = 'Host %(host)s could not be found.'
 
 
-class BootRequestNotFound(exception.NotFound):
-    msg_fmt = 'No boot request is stored for reservation %(reservation_id)s.'
-
-
 class StatusConflict(exception.Conflict):
     """A compare-and-set update found the row in another state.
 

@@ -431,12 +431,15 @@ class LeaseChange(Base):
 
 
 class BootRequest(Base):
-    """The boot request of a server that is created at its lease's start.
+    """The boot request of a server created at its lease's start (no
+    longer written: a future lease's server is now created
+    shelved-offloaded at its boot, nova_lease.api_ext.shelved).
 
-    One row per ``virtual:instance`` reservation of a future lease made by
-    ``POST /servers`` (nova_lease.api_ext.deferred): JSON text with the
-    request body (lease hints removed), the microversion and the owner's
-    identity (user, project, roles). Goes with its reservation.
+    Rows written by earlier releases, one per ``virtual:instance``
+    reservation of a future lease made by ``POST /servers``: JSON text
+    with the request body (lease hints removed), the microversion and the
+    owner's identity. Goes with its reservation; a later migration may
+    drop the table.
     """
 
     __tablename__ = 'boot_requests'

@@ -9,8 +9,7 @@
 # WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
 # License for the specific language governing permissions and limitations
 # under the License.
-"""Reservations, their links to resources (the servers made for them)
-and the boot requests of servers created at their lease's start.
+"""Reservations and their links to resources (the servers made for them).
 """
 
 from oslo_db import exception as db_exc
@@ -26,7 +25,6 @@ from nova_lease.db import transaction
 RESERVATIONS = models.RESERVATIONS
 EVENTS = models.EVENTS
 ALLOCATIONS = models.ALLOCATIONS
-BOOT_REQUESTS = models.BOOT_REQUESTS
 
 
 def reservation_create(db, values):
@@ -171,41 +169,6 @@ def reservations_link(db, links, drop=(), release_events=(),
                                   common.EventNotFound(event_id=event_id))
         if changed:
             changes_db.journal(conn, [(None, rid) for rid in changed])
-
-
-def boot_requests_create(db, requests):
-    """Store boot requests: ``{reservation id: request}``.
-
-    A request is a JSON-serialisable dict. In the caller's writer
-    transaction (a Session) or one of its own. No journal row: the
-    scheduler does not read them.
-    """
-    now = common.naive_utc(timeutils.utcnow())
-    rows = [{'reservation_id': reservation_id,
-             'request': jsonutils.dumps(request), 'created_at': now}
-            for reservation_id, request in requests.items()]
-    if not rows:
-        return
-    with transaction.writing(db) as session:
-        try:
-            common.insert_many(session, BOOT_REQUESTS, rows)
-        except db_exc.DBReferenceError:
-            raise common.ReservationNotFound(
-                reservation_id=', '.join(sorted(requests)))
-
-
-def boot_request_get(db, reservation_id):
-    """The stored boot request (a dict) of a reservation.
-
-    Raises BootRequestNotFound.
-    """
-    with transaction.reading(db) as session:
-        row = session.execute(
-            sa.select(BOOT_REQUESTS.c.request).where(
-                BOOT_REQUESTS.c.reservation_id == reservation_id)).first()
-    if row is None:
-        raise common.BootRequestNotFound(reservation_id=reservation_id)
-    return jsonutils.loads(row.request)
 
 
 def reservation_lease_ids(db, reservation_ids):

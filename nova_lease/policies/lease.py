@@ -22,7 +22,6 @@ CREATE = 'nova_lease:leases:create'
 CREATE_BEST_EFFORT = 'nova_lease:leases:create:best_effort'
 UPDATE = 'nova_lease:leases:update'
 DELETE = 'nova_lease:leases:delete'
-CREATE_SERVER = 'nova_lease:leases:create_server'
 
 _COLLECTION = base.PREFIX + '/leases'
 _ITEM = _COLLECTION + '/{lease_id}'
@@ -75,16 +74,6 @@ rules = [
         name=DELETE, check_str=base.PROJECT_MEMBER_OR_ADMIN,
         description='Delete a lease (an active lease ends now).',
         operations=[{'method': 'DELETE', 'path': _ITEM}],
-        scope_types=['project']),
-    policy.DocumentedRuleDefault(
-        name=CREATE_SERVER, check_str='rule:service_or_admin',
-        description="Create, as the lease's owner, the server of an "
-                    "instance reservation whose server is created at the "
-                    "lease's start (nova-lease-engine calls it at the "
-                    "start; idempotent).",
-        operations=[{'method': 'POST',
-                     'path': _ITEM + '/reservations/{reservation_id}'
-                                     '/server'}],
         scope_types=['project']),
 ]
 

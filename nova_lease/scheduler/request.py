@@ -158,28 +158,6 @@ def lookup_lease(conf, lease_id, now):
             row['status'] not in snapshot.DEAD_RESERVATIONS]
 
 
-def lookup_deferred(conf, reservation_id, now):
-    """``(Reservation, hosts, live)`` of the instance reservation named by
-    a ``nova_lease_reservation`` hint, read from the side database;
-    ``(None, (), False)`` if it is unknown or not an instance reservation.
-
-    ``live``: neither the reservation nor its lease is dead or over.
-    """
-    db = db_api.get_database(conf)
-    try:
-        row = db_api.reservation_get(db, reservation_id)
-        lease = db_api.lease_get(db, row['lease_id'])
-    except lease_exception.NotFound:
-        return None, (), False
-    if not types.is_one_server(row):
-        return None, (), False
-    items = _items(db, row['id'])
-    live = (row['status'] not in snapshot.DEAD_RESERVATIONS and
-            _live(lease, now))
-    return (_instance_reservation(row, lease, items),
-            {item.host for item in items if item.end > now}, live)
-
-
 def lookup_reservation(conf, reservation_id, now):
     """A host Reservation and its allocated hosts, read from the side
     database; (None, ()) if unknown.
@@ -308,41 +286,6 @@ def _first_boot(demand, lease_id, uuid, project, snap, now, lookup_lease):
                    'first boot of lease %s' % lease_id)
 
 
-def _deferred(demand, reservation_id, uuid, project, snap, now,
-              lookup_deferred):
-    """The Request of a server named by a ``nova_lease_reservation`` hint.
-
-    Its creation at a deferred lease's start: pinned to the reservation's
-    allocated hosts, its own allocations left out, while the lease is
-    live, for the reservation's project only, and only if the reservation
-    has no other server; anything else is NoValidHost. A later move of
-    that server once the lease is over is unleased.
-    """
-    res = snap.reservations.get(reservation_id)
-    hosts = None
-    live = res is not None
-    if res is None and lookup_deferred is not None:
-        res, hosts, live = _ask(lookup_deferred, (None, (), False),
-                                'reservation %s' % reservation_id,
-                                reservation_id, now)
-    if res is not None and uuid and res.resource_id == uuid:
-        return Request(UNLEASED, demand, now, None, None, (),
-                       'its lease %s is over' % res.lease_id)
-    if (res is None or not live or not types.is_one_server(res)
-            or res.project_id != project or res.end <= now or
-            res.lease_status in snapshot.DEAD_LEASES or
-            res.resource_id is not None):
-        return Request(LEASED, demand, now, now, set(), (),
-                       'reservation %s is not a live instance reservation '
-                       'of the project waiting for its server'
-                       % reservation_id)
-    if hosts is None:
-        hosts = {item.host for item in snap.allocations.get(res.id, ())
-                 if item.end > now}
-    return Request(LEASED, demand, now, res.end, set(hosts), (res.id,),
-                   'reservation %s of lease %s' % (res.id, res.lease_id))
-
-
 def _hinted(reservation_id, snap, now, lookup_reservation):
     """(Reservation or None, its hosts or None) of a reservation a
     request names: from the snapshot, or read when the snapshot does not
@@ -358,13 +301,15 @@ def _hinted(reservation_id, snap, now, lookup_reservation):
 
 def resolve(spec_obj, snap, now, conf=CONF, lookup=None,
             lookup_reservation=None, lookup_lease=None,
-            lookup_deferred=None, lookup_slots=None):
+            lookup_slots=None):
     """The :class:`Request` of ``spec_obj`` (see doc/scheduling.rst).
 
     A request is leased only through the side database: its server is
     linked to a live instance reservation, or it is the first boot of a
     leased server, which the nova-api filter marks with an internal hint
-    (``nova_lease_id``, ``nova_lease_reservation``). ``lease_params`` and
+    (``nova_lease_id``; ``nova_lease_reservation`` on servers created by
+    releases that created a future lease's server at its start).
+    ``lease_params`` and
     ``reserved`` are never read here, nor ``[nova_lease] default_lease``.
 
     The lookups read the side database when the snapshot does not know
@@ -372,8 +317,7 @@ def resolve(spec_obj, snap, now, conf=CONF, lookup=None,
     hosts) for a server with an internal hint that the snapshot does not
     show linked; ``lookup_lease(lease_id, now)`` -> [Reservation] for a
     first boot of a lease the snapshot does not know;
-    ``lookup_deferred(reservation_id, now)`` -> (Reservation or None,
-    hosts, live); ``lookup_reservation(id, now)`` -> (Reservation or None,
+    ``lookup_reservation(id, now)`` -> (Reservation or None,
     hosts) for a host ``reservation`` hint the snapshot does not show
     ACTIVE; ``lookup_slots(reservation_id, flavor)`` -> (slots per host,
     holders) for a request with an instance reservation's flavor, which
@@ -385,7 +329,7 @@ def resolve(spec_obj, snap, now, conf=CONF, lookup=None,
     project = spec_obj.project_id if is_set(spec_obj, 'project_id') \
         else None
     lease_id = hint(spec_obj, params.LEASE_ID_HINT)
-    deferred_id = hint(spec_obj, params.RESERVATION_HINT)
+    older_id = hint(spec_obj, params.RESERVATION_HINT)
     slot_id = flavor_reservation(spec_obj)
     if slot_id:
         # The reservation's flavor decides, whatever the hints: its
@@ -394,15 +338,12 @@ def resolve(spec_obj, snap, now, conf=CONF, lookup=None,
         return _slots(spec_obj, demand, res, project, now, lookup_slots)
     res = snap.servers.get(uuid) if uuid else None
     hosts = None
-    if res is None and uuid and (lease_id or deferred_id) and (
+    if res is None and uuid and (lease_id or older_id) and (
             lookup is not None):
         res, hosts = _ask(lookup, (None, None),
                           'the lease of server %s' % uuid, uuid, now)
     if res is not None:
         return _linked(spec_obj, demand, res, hosts, snap, now)
-    if deferred_id:
-        return _deferred(demand, deferred_id, uuid, project, snap, now,
-                         lookup_deferred)
     if lease_id:
         request = _first_boot(demand, lease_id, uuid, project, snap, now,
                               lookup_lease)
@@ -439,7 +380,6 @@ def resolve_with_lookups(spec_obj, snap, now, conf):
         lookup_reservation=lambda rid, when: lookup_reservation(
             conf, rid, when),
         lookup_lease=lambda lid, when: lookup_lease(conf, lid, when),
-        lookup_deferred=lambda rid, when: lookup_deferred(conf, rid, when),
         lookup_slots=lambda rid, flavor: lookup_slots(conf, rid, flavor))
 
 

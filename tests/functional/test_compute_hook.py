@@ -52,27 +52,37 @@ def legacy_future_server(test, start, hours=1, name='legacy'):
 class TestComputeHook(InstanceLeaseTest):
 
     def test_user_deletes_the_reserved_server_of_a_future_lease(self):
-        # Created at its start: before then, deleting its alias removes
-        # the lease as if it never was.
+        # A real server, shelved-offloaded from its boot: its deletion
+        # ends the lease early (its promise goes); nothing runs later.
+        start = self.clock.now + datetime.timedelta(hours=1)
+        server = self._lease_boot(wait='SHELVED_OFFLOADED',
+                                  start=self._date(start), duration='1h')
+        self.api.delete_server(server['id'])
+        self._gone(server['id'])
+        self._wait_for(lambda: self._lease()['status'] == 'TERMINATED',
+                       'lease ended early')
+        lease = self._lease()
+        self.assertEqual('deleted', lease['reservations'][0]['status'])
+        self.assertEqual([], db_api.allocation_list(
+            self.db, reservation_id=lease['reservations'][0]['id']))
+        self.clock.advance(hours=3)
+        self.assertEqual(0, self.engine.process_due())
+
+    def test_reconcile_leaves_a_future_server_shelved(self):
+        # Shelved-offloaded until its start: neither vanished, nor
+        # unlinked, nor to be shelved.
         start = self.clock.now + datetime.timedelta(hours=1)
         server = self._lease_boot(wait=None, start=self._date(start),
                                   duration='1h')
-        self.api.delete_server(server['id'])
-        self.assertEqual([], db_api.lease_list(self.db))
-        self.clock.advance(hours=3)
-        self.assertEqual(0, self.engine.process_due())
-        self.assertEqual([], self.notified.sent)
-
-    def test_reconcile_leaves_servers_created_at_start_alone(self):
-        # No server until the start: neither vanished nor unlinked.
-        start = self.clock.now + datetime.timedelta(hours=1)
-        self._lease_boot(wait=None, start=self._date(start), duration='1h')
         self.clock.advance(minutes=10)       # past leases.START_HOLD
         stats = self.hook.reconcile()
         self.assertEqual(0, sum(stats.values()), stats)
         lease = self._lease()
-        self.assertEqual(('PENDING', 'pending'),
-                         (lease['status'], lease['reservations'][0]['status']))
+        self.assertEqual(('PENDING', 'pending', server['id']),
+                         (lease['status'], lease['reservations'][0]['status'],
+                          lease['reservations'][0]['resource_id']))
+        self.assertEqual('SHELVED_OFFLOADED',
+                         self.api.get_server(server['id'])['status'])
 
     def test_user_deletes_the_shelved_server_of_a_legacy_future_lease(self):
         start = self.clock.now + datetime.timedelta(hours=1)

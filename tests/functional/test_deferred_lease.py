@@ -9,24 +9,21 @@
 # WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
 # License for the specific language governing permissions and limitations
 # under the License.
-"""Future instance leases are created at their start (issue 11, item 5).
+"""A future leased server is a real Nova server from its boot on (issue 29).
 
-A boot with lease hints whose start is in the future builds nothing: the
-lease is admitted and recorded with the boot request, nova-api answers
-202 with the reservation's id as the server id (an alias), and at the
-start the engine has nova-api create the server, as its owner, on the
-promised host. Same setting as tests.functional.test_instance_lease (the
-real compute hook on Nova's notifications, the engine as
-nova-lease-engine builds it, python-novaclient and the ``nova`` CLI
-through the harness Keystone).
+A boot with lease hints whose start is in the future is admitted against
+the calendar and creates a real server, SHELVED_OFFLOADED, unscheduled
+(no capacity now, no placement allocation); Nova lists, shows, finds,
+renames, tags and deletes it as any shelved server; at the start the
+engine unshelves it, with the same id, onto the promised host. Same
+setting as tests.functional.test_instance_lease (the real compute hook on
+Nova's notifications, the engine as nova-lease-engine builds it, the
+``nova`` and ``openstack`` CLIs in process through the harness Keystone).
 """
 
 import datetime
 
-import fixtures
 from nova.tests.functional.api import client as api_client
-from novaclient import exceptions as nova_exc
-from oslo_db import exception as db_exc
 from oslo_serialization import jsonutils
 
 from nova_lease.db import api as db_api
@@ -36,7 +33,7 @@ from tests.functional.test_instance_lease import InstanceLeaseTest
 HOUR = datetime.timedelta(hours=1)
 
 
-class DeferredLeaseTest(InstanceLeaseTest):
+class FutureServerTest(InstanceLeaseTest):
 
     COMPUTES = {'host1': (4, 8192, 100)}
 
@@ -78,243 +75,147 @@ class DeferredLeaseTest(InstanceLeaseTest):
     def _nova_servers(self):
         return self.admin_api.get_servers(search_opts={'all_tenants': 1})
 
-    def _lease_of(self, alias):
-        reservation = db_api.reservation_get(self.db, alias)
+    def _lease_of(self, server_id):
+        [reservation] = db_api.reservation_list(self.db,
+                                                resource_id=server_id)
         return db_api.lease_get(self.db, reservation['lease_id'])
 
+    def _placement_allocations(self, server_id):
+        return self.placement.get(
+            '/allocations/%s' % server_id).body['allocations']
 
-class TestCreatedAtStart(DeferredLeaseTest):
+    def _ids(self, **kwargs):
+        return [s['id'] for s in self.api.get_servers(**kwargs)]
 
-    def test_full_now_then_created_at_start_on_the_promised_host(self):
+    def _usage(self, api=None):
+        return (api or self.api).get_limits()['absolute']
+
+
+class TestShelvedFromTheBoot(FutureServerTest):
+
+    def test_boot_is_a_real_shelved_offloaded_server(self):
         T = self.T
-        # The host is full now with a lease that ends in an hour.
-        now_hints = {'reserved': 'True', 'lease_params': jsonutils.dumps(
-            {'name': 'now', 'duration': '1h'})}
-        running = self._boot(hints=now_hints, name='now', flavor='big')
-        self.engine.process_due()
-        # A lease of the same size from T+2h: admitted (the host is free
-        # by then), and nothing is built now.
-        alias = self._book(T + 2 * HOUR, T + 4 * HOUR)
-        lease = self._lease_of(alias['id'])
-        self.assertEqual('PENDING', lease['status'])
-        self.assertEqual([running['id']],
-                         [s['id'] for s in self._nova_servers()])
-        [allocation] = db_api.allocation_list(
-            self.db, reservation_id=alias['id'])
-        self.assertEqual('host1', allocation['host'])
-
-        # The first lease ends (its server is deleted), the second starts:
-        # its server is created on the promised host.
-        self.clock.advance(hours=1)
-        self.engine.process_due()
-        self._gone(running['id'])
-        self.clock.advance_to(T + 2 * HOUR)
-        self.engine.process_due()
-        lease = self._lease_of(alias['id'])
-        self.assertEqual('ACTIVE', lease['status'])
+        server = self._book(T + HOUR, T + 2 * HOUR)
+        lease = self._lease_of(server['id'])
         [reservation] = lease['reservations']
-        server_id = reservation['resource_id']
-        self.assertNotEqual(alias['id'], server_id)
-        server = self.admin_api.get_server(server_id)
-        self.assertEqual(('ACTIVE', 'host1', 'later'),
-                         (server['status'], server['OS-EXT-SRV-ATTR:host'],
-                          server['name']))
-        self.assertEqual({'lease_id': lease['id'], 'lease_status': 'active',
-                          'lease_reservation_id': alias['id']},
-                         server['metadata'])
-        # Owned by the lease's owner, not by the engine's service user.
-        self.assertEqual((self.api.project_id, 'fake'),
-                         (server['tenant_id'], server['user_id']))
-        self.assertEqual({'nova_lease_reservation': [alias['id']]},
-                         server['scheduler_hints'])
-        # The alias now answers for the real server.
-        self.assertEqual(server_id, self.api.get_server(alias['id'])['id'])
-        self.assertNoTransitional()
-
-        # At its end the real server goes; nothing is left.
-        self.clock.advance_to(lease['end_date'])
-        self.engine.process_due()
-        self._gone(server_id)
-        self.assertEqual('TERMINATED', self._lease_of(alias['id'])['status'])
-        self.assertEqual([], self._nova_servers())
-
-    def test_quota_exceeded_at_start_is_lease_error_with_novas_message(self):
-        T = self.T
-        alias = self._book(T + HOUR, T + 2 * HOUR)
-        self.flags(instances=0, group='quota')
-        self.clock.advance_to(T + HOUR)
-        self.engine.process_due()                       # attempt 1
-        self.assertEqual('PENDING', self._lease_of(alias['id'])['status'])
-        self.clock.advance(seconds=5)
-        self.engine.process_due()                       # attempt 2: gives up
-        lease = self._lease_of(alias['id'])
-        self.assertEqual('ERROR', lease['status'])
-        self.assertIn('Quota exceeded for instances', lease['status_reason'])
-        self.assertEqual([], self._nova_servers())
-        self.assertNoTransitional()
-
-    def test_retry_after_create_done_link_lost_creates_no_second_server(self):
-        T = self.T
-        alias = self._book(T + HOUR, T + 2 * HOUR)
-        # nova-api creates the server, then cannot link it (the side
-        # database fails once): the start fails and is retried.
-        original = db_api.reservations_link
-        calls = []
-
-        def lose_once(*args, **kwargs):
-            calls.append(args)
-            if len(calls) == 1:
-                raise db_exc.DBConnectionError('link lost')
-            return original(*args, **kwargs)
-
-        self.useFixture(fixtures.MockPatchObject(
-            db_api, 'reservations_link', side_effect=lose_once))
-        self.clock.advance_to(T + HOUR)
-        self.engine.process_due()
-        lease = self._lease_of(alias['id'])
-        self.assertEqual('PENDING', lease['status'])
-        # (A 5xx never carries database text.)
-        self.assertIn('start_lease failed', lease['status_reason'])
-        self.assertNotIn('link lost', lease['status_reason'])
-        self.assertIsNone(lease['reservations'][0]['resource_id'])
-        [orphan] = self._nova_servers()
-        self.clock.advance(seconds=5)
-        self.engine.process_due()
-        lease = self._lease_of(alias['id'])
-        self.assertEqual('ACTIVE', lease['status'])
-        self.assertEqual(orphan['id'], lease['reservations'][0]['resource_id'])
-        self.assertEqual([orphan['id']],
-                         [s['id'] for s in self._nova_servers()])
-        self.assertNoTransitional()
-
-    def test_alias_deleted_after_create_done_link_lost(self):
-        # Between two attempts of the start, the server created by the
-        # first (its link lost) goes with the alias: nothing is left.
-        T = self.T
-        alias = self._book(T + HOUR, T + 2 * HOUR)['id']
-        self.useFixture(fixtures.MockPatchObject(
-            db_api, 'reservations_link',
-            side_effect=db_exc.DBConnectionError('link lost')))
-        self.clock.advance_to(T + HOUR)
-        self.engine.process_due()
-        self.assertEqual('PENDING', self._lease_of(alias)['status'])
-        [orphan] = self._nova_servers()
-        self.api.delete_server(alias)
-        self._gone(orphan['id'])
-        self.assertEqual([], self._leases())
-        self.assertEqual([], self._nova_servers())
-        self.clock.advance(seconds=5)
-        self.assertEqual(0, self.engine.process_due())
-
-    def test_multi_create_names_servers_as_nova_does(self):
-        T = self.T
-        self._create_flavor(id='small', name='small', vcpu=1,
-                            memory_mb=256, disk=1, ephemeral=0)
-        resp = self.api.api_post('/servers', self._future_body(
-            T + HOUR, T + 2 * HOUR, name='pair', flavor='small',
-            min_count=2), check_response_status=[202])
-        first = resp.body['server']['id']
-        [lease] = self._leases()
-        self.assertEqual(2, len(lease['reservations']))
-        self.assertIn(first, [r['id'] for r in lease['reservations']])
-        self.assertEqual([], self._nova_servers())
-        # Deleting one alias of two keeps the lease and the other.
-        self.api.delete_server(first)
-        [lease] = self._leases()
-        self.assertEqual(1, len(lease['reservations']))
-        # return_reservation_id: Nova's shape.
-        resp = self.api.api_post('/servers', self._future_body(
-            T + HOUR, T + 2 * HOUR, name='trio', flavor='small',
-            min_count=1, max_count=2, return_reservation_id=True),
-            check_response_status=[202])
-        self.assertEqual(['reservation_id'], list(resp.body))
-        self.clock.advance_to(T + HOUR)
-        self.engine.process_due()
-        names = sorted(s['name'] for s in self._nova_servers())
-        # (pair-1 was deleted before the start.)
-        self.assertEqual(['pair-2', 'trio-1', 'trio-2'], names)
-        self.assertTrue(all(le['status'] == 'ACTIVE'
-                            for le in self._leases()))
-
-
-class TestAlias(DeferredLeaseTest):
-
-    def test_boot_answers_novas_format_with_the_alias(self):
-        T = self.T
-        resp = self.api.api_post('/servers', self._future_body(
-            T + HOUR, T + 2 * HOUR), check_response_status=[202])
-        server = resp.body['server']
-        [lease] = self._leases()
-        [reservation] = lease['reservations']
-        self.assertEqual(reservation['id'], server['id'])
-        self.assertEqual({'id', 'links', 'OS-DCF:diskConfig',
-                          'security_groups', 'adminPass'}, set(server))
-        self.assertEqual([{'name': 'default'}], server['security_groups'])
-        self.assertEqual('MANUAL', server['OS-DCF:diskConfig'])
-        self.assertTrue(resp.headers['Location'].endswith(
-            '/servers/' + server['id']))
-        self.assertEqual([], self._nova_servers())
-
+        self.assertEqual(('PENDING', server['id']),
+                         (lease['status'], reservation['resource_id']))
+        self.assertTrue(reservation['properties']['shelved_until_start'])
         shown = self.api.get_server(server['id'])
         self.assertEqual(
-            (server['id'], 'later', 'SHELVED_OFFLOADED', ['reserved'], {}),
+            (server['id'], 'later', 'SHELVED_OFFLOADED', ['reserved'], {},
+             None),
             (shown['id'], shown['name'], shown['status'], shown['tags'],
-             shown['addresses']))
+             shown['addresses'], shown.get('OS-EXT-SRV-ATTR:host')))
         self.assertEqual({'lease_id': lease['id'],
                           'lease_status': 'reserved'}, shown['metadata'])
         self.assertEqual(self.image_id, shown['image']['id'])
         self.assertEqual('big', shown['flavor']['original_name'])
-        # Only for its project (and admins), like a server.
-        self.assertEqual(server['id'],
-                         self.admin_api.get_server(server['id'])['id'])
+        # No capacity now: no host, no placement allocation; the promise
+        # is the lease's allocation on host1.
+        self.assertEqual({}, self._placement_allocations(server['id']))
+        [allocation] = db_api.allocation_list(
+            self.db, reservation_id=reservation['id'])
+        self.assertEqual('host1', allocation['host'])
+        admin_view = self.admin_api.get_server(server['id'])
+        self.assertIsNone(admin_view['OS-EXT-SRV-ATTR:host'])
+        # Listed, found by name, paginated, filtered, as Nova does.
+        self.assertEqual([server['id']],
+                         [s['id'] for s in self.api.get_servers()])
+        self.assertEqual([server['id']], self._ids(
+            detail=False, search_opts={'name': '^later$'}))
+        self.assertEqual([], self.api.get_servers(
+            search_opts={'status': 'ACTIVE'}))
+        self.assertEqual([server['id']], self._ids(
+            search_opts={'status': 'SHELVED_OFFLOADED', 'limit': 1}))
+        self.assertEqual([], self.api.get_servers(
+            search_opts={'marker': server['id']}))
+        self.assertEqual([server['id']], self._ids(
+            search_opts={'changes-since': self._date(T - HOUR)}))
+        self.assertEqual([server['id']],
+                         [s['id'] for s in self._nova_servers()])
+        # Counted against the project's quota as a shelved-offloaded
+        # server is (an instance and its cores and RAM, legacy quotas).
+        usage = self._usage()
+        self.assertEqual((1, 4, 512), (usage['totalInstancesUsed'],
+                                       usage['totalCoresUsed'],
+                                       usage['totalRAMUsed']))
+        # Another project sees nothing of it.
         other = api_client.TestOpenStackClient(
             'other', self.api.base_url, project_id='other-project',
             roles=['reader', 'member'])
-        error = self.assertRaises(api_client.OpenStackApiNotFoundException,
-                                  other.get_server, server['id'])
-        self.assertEqual(404, error.response.status_code)
-        # Any other action: 409, saying why.
-        error = self.assertRaises(
-            api_client.OpenStackApiException, self.api.post_server_action,
-            server['id'], {'os-stop': None})
-        self.assertEqual(409, error.response.status_code)
-        self.assertIn('reserved by lease %s' % lease['id'],
-                      error.response.text)
-        # DELETE removes the reservation, and the lease with its last one.
-        self.api.delete_server(server['id'])
-        self.assertEqual([], self._leases())
-        self.assertRaises(db_api.BootRequestNotFound,
-                          db_api.boot_request_get, self.db, server['id'])
         self.assertRaises(api_client.OpenStackApiNotFoundException,
-                          self.api.get_server, server['id'])
-        self.assertEqual([], self._nova_servers())
+                          other.get_server, server['id'])
+        self.assertEqual([], other.get_servers())
+        # Deleted as any shelved-offloaded server: the lease ends and
+        # its promise goes.
+        self.api.delete_server(server['id'])
+        self._gone(server['id'])
+        self._wait_for(
+            lambda: self._lease_of(server['id'])['status'] == 'TERMINATED',
+            'lease ended')
+        self.assertEqual([], db_api.allocation_list(
+            self.db, reservation_id=reservation['id']))
 
-    def test_nova_cli_boot_show_delete(self):
+    def test_nova_and_openstack_clis(self):
         T = self.T
         out = self.nova_cli(
             'boot', '--flavor', 'big', '--image', 'fakeimage7',
             '--nic', 'none', '--hint', 'reserved=True', '--hint',
             'lease_params={"name": "cli", "start": "%s", "end": "%s"}'
             % (self._date(T + HOUR), self._date(T + 2 * HOUR)), 'vm1')
-        alias = test_harness._table_value(out, 'id')
-        [lease] = self._leases()
-        self.assertEqual(lease['reservations'][0]['id'], alias)
+        server_id = test_harness._table_value(out, 'id')
         self.assertEqual('SHELVED_OFFLOADED',
                          test_harness._table_value(out, 'status'))
-        shown = self.nova_cli('show', alias)
-        self.assertEqual('vm1', test_harness._table_value(shown, 'name'))
+        lease = self._lease_of(server_id)
+        self.assertEqual(server_id, lease['reservations'][0]['resource_id'])
+        # nova list, show by name.
+        listed = self.nova_cli('list')
+        self.assertIn(server_id, listed)
+        self.assertIn('SHELVED_OFFLOADED', listed)
+        shown = self.nova_cli('show', 'vm1')
+        self.assertEqual(server_id, test_harness._table_value(shown, 'id'))
         self.assertEqual(
             {'lease_id': lease['id'], 'lease_status': 'reserved'},
             jsonutils.loads(test_harness._table_value(shown, 'metadata')))
-        # python-novaclient as a library.
-        server = self.nova.servers.get(alias)
-        self.assertEqual('SHELVED_OFFLOADED', server.status)
-        self.nova.servers.delete(alias)
-        self.assertRaises(nova_exc.NotFound, self.nova.servers.get, alias)
-        self.assertEqual([], self._leases())
+        # nova list --name; openstack server show by name. (openstack
+        # server list asks the catalog for an identity endpoint, which
+        # the harness's Keystone does not list.)
+        listed = self.nova_cli('list', '--name', '^vm1$')
+        self.assertIn(server_id, listed)
+        self.assertNotIn(server_id, self.nova_cli('list', '--name', 'vm2'))
+        shown = jsonutils.loads(self.openstack_cli(
+            'server', 'show', 'vm1', '-f', 'json'))
+        self.assertEqual((server_id, 'SHELVED_OFFLOADED'),
+                         (shown['id'], shown['status']))
+        self.assertEqual({'lease_id': lease['id'],
+                          'lease_status': 'reserved'}, shown['properties'])
+        # Renamed by name. Its tags and metadata Nova refuses to change
+        # while it is shelved-offloaded, as for any such server.
+        self.openstack_cli('server', 'set', '--name', 'vm2', 'vm1')
+        self.openstack_cli('--os-compute-api-version', '2.26', 'server',
+                           'set', '--tag', 'blue', 'vm2', expect_exit=1)
+        shown = self.api.get_server(server_id)
+        self.assertEqual('vm2', shown['name'])
+        self.assertEqual(['reserved'], shown['tags'])
+        error = self.assertRaises(
+            api_client.OpenStackApiException, self.api.api_post,
+            '/servers/%s/metadata' % server_id, {'metadata': {'k': 'v'}})
+        self.assertEqual(409, error.response.status_code)
+        self.assertIn('shelved_offloaded', error.response.text)
+        self.assertNotIn(server_id, self.nova_cli('list', '--name', 'vm1'))
+        self.assertIn(server_id, self.nova_cli('list', '--name', 'vm2'))
+        # Deleted by name: the lease ends, its promise goes.
+        self.openstack_cli('server', 'delete', '--wait', 'vm2')
+        self._gone(server_id)
+        self._wait_for(
+            lambda: self._lease_of(server_id)['status'] == 'TERMINATED',
+            'lease ended')
+        self.assertEqual([], db_api.allocation_list(
+            self.db, reservation_id=lease['reservations'][0]['id']))
         self.assertEqual([], self._nova_servers())
 
-    def test_malformed_body_is_400_now(self):
+    def test_malformed_body_is_400_and_books_nothing(self):
         T = self.T
         body = self._future_body(T + HOUR, T + 2 * HOUR)
         body['server']['networks'] = 'everything'
@@ -323,35 +224,144 @@ class TestAlias(DeferredLeaseTest):
         self.assertEqual(400, error.response.status_code)
         self.assertIn('networks', error.response.text)
         self.assertEqual([], self._leases())
+        self.assertEqual([], self._nova_servers())
 
-
-class TestOpenStackClient(DeferredLeaseTest):
-
-    def test_server_create_show_delete(self):
+    def test_quota_exceeded_is_novas_403_and_books_nothing(self):
         T = self.T
-        params = jsonutils.dumps({'name': 'osc', 'start': self._date(
-            T + HOUR), 'end': self._date(T + 2 * HOUR)})
-        out = self.openstack_cli(
-            'server', 'create', '--flavor', 'big', '--image', self.image_id,
-            '--no-network', '--hint', 'reserved=True', '--hint',
-            'lease_params=' + params, '-f', 'json', 'vm-osc')
-        created = jsonutils.loads(out)
-        [lease] = self._leases()
-        alias = lease['reservations'][0]['id']
-        self.assertEqual((alias, 'vm-osc', 'SHELVED_OFFLOADED'),
-                         (created['id'], created['name'],
-                          created['status']))
-        shown = jsonutils.loads(self.openstack_cli(
-            'server', 'show', alias, '-f', 'json'))
-        self.assertEqual({'lease_id': lease['id'],
-                          'lease_status': 'reserved'}, shown['properties'])
-        self.assertEqual('big', shown['flavor']['original_name'])
-        self.openstack_cli('server', 'delete', alias)
+        self.flags(instances=0, group='quota')
+        error = self.assertRaises(
+            api_client.OpenStackApiException, self.api.api_post, '/servers',
+            self._future_body(T + HOUR, T + 2 * HOUR))
+        self.assertEqual(403, error.response.status_code)
+        self.assertIn('Quota exceeded for instances', error.response.text)
         self.assertEqual([], self._leases())
         self.assertEqual([], self._nova_servers())
 
 
-class TestPromisedHost(DeferredLeaseTest):
+class TestAtTheStart(FutureServerTest):
+
+    def test_active_with_the_same_id_on_the_promised_host(self):
+        T = self.T
+        out = self.nova_cli(
+            'boot', '--flavor', 'big', '--image', 'fakeimage7',
+            '--nic', 'none', '--hint', 'reserved=True', '--hint',
+            'lease_params={"name": "cli", "start": "%s", "end": "%s"}'
+            % (self._date(T + HOUR), self._date(T + 2 * HOUR)), 'vm1')
+        server_id = test_harness._table_value(out, 'id')
+        self.clock.advance_to(T + HOUR)
+        self.engine.process_due()
+        lease = self._lease_of(server_id)
+        self.assertEqual('ACTIVE', lease['status'])
+        shown = self.nova_cli('show', 'vm1')
+        self.assertEqual((server_id, 'ACTIVE'), (
+            test_harness._table_value(shown, 'id'),
+            test_harness._table_value(shown, 'status')))
+        self.assertEqual(
+            'host1',
+            self.admin_api.get_server(server_id)['OS-EXT-SRV-ATTR:host'])
+        server = self.api.get_server(server_id)
+        self.assertEqual({'lease_id': lease['id'], 'lease_status': 'active'},
+                         server['metadata'])
+        self.assertEqual([], server['tags'])
+        self.assertNoTransitional()
+        # At its end the server goes; nothing is left.
+        self.clock.advance_to(lease['end_date'])
+        self.engine.process_due()
+        self._gone(server_id)
+        self.assertEqual('TERMINATED', self._lease_of(server_id)['status'])
+        self.assertEqual([], self._nova_servers())
+
+    def test_full_now_still_admits_a_future_lease_started_on_time(self):
+        T = self.T
+        # The cloud (one host) is full now with a lease that ends in an
+        # hour.
+        now_hints = {'reserved': 'True', 'lease_params': jsonutils.dumps(
+            {'name': 'now', 'duration': '1h'})}
+        running = self._boot(hints=now_hints, name='now', flavor='big')
+        self.engine.process_due()
+        # A lease of the same size from T+2h: admitted (the host is free
+        # by then), its server exists now, shelved, holding nothing.
+        server = self._book(T + 2 * HOUR, T + 4 * HOUR)
+        self.assertEqual('PENDING', self._lease_of(server['id'])['status'])
+        self.assertEqual('SHELVED_OFFLOADED',
+                         self.api.get_server(server['id'])['status'])
+        self.assertEqual({}, self._placement_allocations(server['id']))
+        # A third of the same size for the same window does not fit.
+        error = self.assertRaises(
+            api_client.OpenStackApiException, self.api.api_post, '/servers',
+            self._future_body(T + 2 * HOUR, T + 3 * HOUR, name='third'))
+        self.assertEqual(409, error.response.status_code)
+        self.assertEqual(2, len(self._nova_servers()))
+        # The first lease ends (its server is deleted), the second starts
+        # on time: the same server, ACTIVE on the promised host.
+        self.clock.advance(hours=1)
+        self.engine.process_due()
+        self._gone(running['id'])
+        self.clock.advance_to(T + 2 * HOUR)
+        self.engine.process_due()
+        lease = self._lease_of(server['id'])
+        self.assertEqual('ACTIVE', lease['status'])
+        shown = self.admin_api.get_server(server['id'])
+        self.assertEqual(('ACTIVE', 'host1', 'later'),
+                         (shown['status'], shown['OS-EXT-SRV-ATTR:host'],
+                          shown['name']))
+        self.assertEqual((self.api.project_id, 'fake'),
+                         (shown['tenant_id'], shown['user_id']))
+        self.assertNoTransitional()
+
+    def test_multi_create_names_servers_as_nova_does(self):
+        T = self.T
+        self._create_flavor(id='small', name='small', vcpu=1,
+                            memory_mb=256, disk=1, ephemeral=0)
+        self.api.api_post('/servers', self._future_body(
+            T + HOUR, T + 2 * HOUR, name='pair', flavor='small',
+            min_count=2), check_response_status=[202])
+        [lease] = self._leases()
+        self.assertEqual(2, len(lease['reservations']))
+        servers = {s['name']: s['id'] for s in self._nova_servers()}
+        self.assertEqual(['pair-1', 'pair-2'], sorted(servers))
+        self.assertEqual(set(servers.values()),
+                         {r['resource_id'] for r in lease['reservations']})
+        # Deleting one of two keeps the lease and the other.
+        self.api.delete_server(servers['pair-1'])
+        self._gone(servers['pair-1'])
+        self.clock.advance_to(T + HOUR)
+        self.engine.process_due()
+        self.assertEqual('ACTIVE', self._lease_of(servers['pair-2'])['status'])
+        self.assertEqual(
+            [('pair-2', 'ACTIVE')],
+            [(s['name'], s['status']) for s in self._nova_servers()])
+
+    def test_engine_that_catches_up_after_the_end_starts_nothing(self):
+        # The engine was down over the whole window: the late start does
+        # nothing (the action gate refuses to give an ended lease
+        # anything), the end follows and deletes the server.
+        T = self.T
+        server_id = self._book(T + HOUR, T + 2 * HOUR)['id']
+        self.clock.advance(hours=3)
+        self.engine.process_due()
+        lease = self._lease_of(server_id)
+        self.assertEqual('TERMINATED', lease['status'])
+        self._gone(server_id)
+        self.assertEqual(
+            ['DONE'] * 3, [e['status'] for e in db_api.event_list(
+                self.db, lease_id=lease['id'])])
+        self.assertNoTransitional()
+
+    def test_lease_deleted_before_its_start_deletes_its_server(self):
+        T = self.T
+        server_id = self._book(T + HOUR, T + 2 * HOUR)['id']
+        lease_id = self._lease_of(server_id)['id']
+        self.api.api_delete('/os-reservation/leases/%s' % lease_id)
+        self.engine.process_due()
+        self._gone(server_id)
+        self.clock.advance(hours=3)
+        self.engine.process_due()
+        self.assertEqual([], self._nova_servers())
+        self.assertNoTransitional()
+
+
+class TestPromisedHost(FutureServerTest):
 
     # Nova's weighers prefer host2 (more free RAM); admission promises
     # host1 (see _book_on_host1).
@@ -366,106 +376,50 @@ class TestPromisedHost(DeferredLeaseTest):
         (one of four once this one is on it) are then level, and the
         first by name wins.
         """
-        first = self._book(start + HOUR / 2, end + HOUR)
-        [allocation] = db_api.allocation_list(self.db,
-                                              reservation_id=first['id'])
+        first = self._book(start + HOUR / 2, end + HOUR, name='first')
+        [allocation] = db_api.allocation_list(
+            self.db, reservation_id=self._lease_of(
+                first['id'])['reservations'][0]['id'])
         self.assertEqual('host2', allocation['host'])
         return self._book(start, end)
 
-    def test_created_on_the_promised_host_not_novas_choice(self):
+    def test_started_on_the_promised_host_not_novas_choice(self):
         T = self.T
-        alias = self._book_on_host1(T + HOUR, T + 2 * HOUR)
-        [allocation] = db_api.allocation_list(self.db,
-                                              reservation_id=alias['id'])
+        server = self._book_on_host1(T + HOUR, T + 2 * HOUR)
+        lease = self._lease_of(server['id'])
+        [allocation] = db_api.allocation_list(
+            self.db, reservation_id=lease['reservations'][0]['id'])
         self.assertEqual('host1', allocation['host'])
         plain = self._boot(name='plain', flavor='1')
         self.assertEqual('host2', plain['OS-EXT-SRV-ATTR:host'])
         self._delete_server(plain)
         self.clock.advance_to(T + HOUR)
         self.engine.process_due()
-        lease = self._lease_of(alias['id'])
-        self.assertEqual('ACTIVE', lease['status'])
-        server = self.admin_api.get_server(
-            lease['reservations'][0]['resource_id'])
-        self.assertEqual('host1', server['OS-EXT-SRV-ATTR:host'])
+        self.assertEqual('ACTIVE', self._lease_of(server['id'])['status'])
+        shown = self.admin_api.get_server(server['id'])
+        self.assertEqual(('ACTIVE', 'host1'),
+                         (shown['status'], shown['OS-EXT-SRV-ATTR:host']))
 
-    def test_no_valid_host_at_start_is_retried_with_a_new_server(self):
+    def test_no_valid_host_at_start_is_retried(self):
         T = self.T
-        alias = self._book_on_host1(T + HOUR, T + 2 * HOUR)
-        # The promised host is down at the start: the server goes to
-        # ERROR (NoValidHost, never host2); the start is retried.
+        server = self._book_on_host1(T + HOUR, T + 2 * HOUR)
+        # The promised host is down at the start: the unshelve finds no
+        # valid host (never host2), the server stays shelved and the
+        # start is retried.
         service = self.admin_api.get_services(host='host1',
                                               binary='nova-compute')[0]
         self.admin_api.put_service(service['id'], {'status': 'disabled'})
         self.clock.advance_to(T + HOUR)
         self.engine.process_due()
-        lease = self._lease_of(alias['id'])
+        lease = self._lease_of(server['id'])
         self.assertEqual('PENDING', lease['status'])
-        self.assertIn('No valid host', lease['status_reason'])
-        [failed] = self._nova_servers()
-        self.assertEqual('ERROR', failed['status'])
-        # Back: the retry replaces the failed server.
+        self.assertEqual('SHELVED_OFFLOADED',
+                         self.api.get_server(server['id'])['status'])
         self.admin_api.put_service(service['id'], {'status': 'enabled'})
         self.clock.advance(seconds=5)
         self.engine.process_due()
-        lease = self._lease_of(alias['id'])
-        self.assertEqual('ACTIVE', lease['status'])
-        [server] = self._nova_servers()
-        self.assertNotEqual(failed['id'], server['id'])
-        self.assertEqual(server['id'],
-                         lease['reservations'][0]['resource_id'])
+        self.assertEqual('ACTIVE', self._lease_of(server['id'])['status'])
+        shown = self.admin_api.get_server(server['id'])
         self.assertEqual(('ACTIVE', 'host1'),
-                         (server['status'], server['OS-EXT-SRV-ATTR:host']))
-        self.assertNoTransitional()
-
-
-class TestAfterTheStart(DeferredLeaseTest):
-
-    def test_requests_to_the_alias_are_replayed_on_the_real_server(self):
-        T = self.T
-        alias = self._book(T + HOUR, T + 2 * HOUR)['id']
-        self.clock.advance_to(T + HOUR)
-        self.engine.process_due()
-        real = self._lease_of(alias)['reservations'][0]['resource_id']
-        # An action, a sub-resource, then the delete, all by the alias.
-        self.api.post_server_action(alias, {'os-stop': None})
-        self._wait_for_state_change({'id': real}, 'SHUTOFF')
-        self.assertEqual(
-            'active', self.api.api_get('/servers/%s/metadata/lease_status'
-                                       % alias).body['meta']['lease_status'])
-        self.api.delete_server(alias)
-        self._gone(real)
-        self.assertRaises(api_client.OpenStackApiNotFoundException,
-                          self.api.get_server, alias)
-
-    def test_engine_that_catches_up_after_the_end_builds_nothing(self):
-        # The engine was down over the whole window: the late start
-        # creates no server (the action gate refuses to give an ended
-        # lease anything), the end follows, nothing is left and no event
-        # is left to retry.
-        T = self.T
-        alias = self._book(T + HOUR, T + 2 * HOUR)['id']
-        self.clock.advance(hours=3)
-        self.engine.process_due()
-        lease = self._lease_of(alias)
-        self.assertEqual('TERMINATED', lease['status'])
-        self.assertEqual([], self._nova_servers())
-        self.assertEqual(
-            ['DONE'] * 3, [e['status'] for e in db_api.event_list(
-                self.db, lease_id=lease['id'])])
-        self.assertNoTransitional()
-
-    def test_lease_deleted_before_its_start_leaves_nothing(self):
-        T = self.T
-        alias = self._book(T + HOUR, T + 2 * HOUR)['id']
-        lease_id = self._lease_of(alias)['id']
-        self.api.api_delete('/os-reservation/leases/%s' % lease_id)
-        self.engine.process_due()
-        self.clock.advance(hours=3)
-        self.engine.process_due()
-        for lease in self._leases():
-            self.assertEqual('TERMINATED', lease['status'])
-        self.assertEqual([], self._nova_servers())
-        self.assertRaises(api_client.OpenStackApiNotFoundException,
-                          self.api.get_server, alias)
+                         (shown['status'], shown['OS-EXT-SRV-ATTR:host']))
         self.assertNoTransitional()

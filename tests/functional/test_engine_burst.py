@@ -79,22 +79,21 @@ class BurstTest(test_instance_lease.InstanceLeaseTest):
             'nova.virt.fake.FakeDriver.spawn',
             self.slow.wrap(fake_virt.FakeDriver.spawn)))
         self.created = []
-        real_create = compute.ComputeClient.create_reserved_server
+        real_unshelve = compute.ComputeClient.unshelve_server
 
-        def create(client, *args, **kwargs):
+        def unshelve(client, *args, **kwargs):
             try:
-                return real_create(client, *args, **kwargs)
+                return real_unshelve(client, *args, **kwargs)
             finally:
                 self.created.append(time.monotonic())
         self.useFixture(fixtures.MonkeyPatch(
-            'nova_lease.compute.ComputeClient.create_reserved_server',
-            create))
+            'nova_lease.compute.ComputeClient.unshelve_server', unshelve))
 
     def _engine(self, **overrides):
         overrides.setdefault('engine_workers', 2)
         return super()._engine(**overrides)
 
-    def test_burst_of_created_servers_builds_at_once(self):
+    def test_burst_of_unshelved_servers_builds_at_once(self):
         start = (self.clock.now + datetime.timedelta(hours=1)).replace(
             second=0)
         for i in range(self.LEASES):
@@ -112,7 +111,7 @@ class BurstTest(test_instance_lease.InstanceLeaseTest):
         self.assertEqual(['ACTIVE'] * self.LEASES,
                          [s['status'] for s in servers])
         # The two workers did not wait for one server to be built before
-        # they created the next: every server was asked for before the
+        # they unshelved the next: every server was asked for before the
         # first build was done (with a worker held per server, the third
         # is asked for only once the first is ACTIVE).
         self.assertEqual(self.LEASES, len(self.created))

@@ -221,20 +221,20 @@ class TestFutureLease(InstanceLeaseTest):
         server = self._lease_boot(name='future', wait=None,
                                   start=self._date(start),
                                   end=self._date(end))
-        # Nothing is built before the start: the 202 names the
-        # reservation (an alias), shown as a reserved, offloaded server.
-        self.assertEqual([], self.admin_api.get_servers(
-            search_opts={'all_tenants': 1}))
-        alias = server['id']
-        server = self.api.get_server(alias)
+        # Nothing is built before the start: the server exists, shelved
+        # and offloaded (no host, no capacity), linked to its reservation.
+        server = self.api.get_server(server['id'])
+        self.assertEqual([server['id']], [
+            s['id'] for s in self.admin_api.get_servers(
+                search_opts={'all_tenants': 1})])
         self.assertEqual(('SHELVED_OFFLOADED', None),
                          (server['status'], server['OS-EXT-STS:task_state']))
         self.assertEqual('reserved', server['metadata']['lease_status'])
         self.assertEqual(['reserved'], server['tags'])
         lease = self._lease()
         self.assertEqual('PENDING', lease['status'])
-        self.assertEqual(alias, lease['reservations'][0]['id'])
-        self.assertIsNone(lease['reservations'][0]['resource_id'])
+        self.assertEqual(server['id'],
+                         lease['reservations'][0]['resource_id'])
 
         # The engine runs its real loop; the clock wakes it.
         runner = threading.Thread(target=self.engine.run, daemon=True)
@@ -251,10 +251,8 @@ class TestFutureLease(InstanceLeaseTest):
                        'lease ACTIVE')
         lag = time.monotonic() - moved
         self.assertLess(lag, 10)
-        # Created at the start: the alias is the real server now.
-        server = self.admin_api.get_server(alias)
-        self.assertEqual(self._lease()['reservations'][0]['resource_id'],
-                         server['id'])
+        # Unshelved at the start: the same server.
+        server = self.admin_api.get_server(server['id'])
         self.assertEqual('ACTIVE', server['status'])
         self.assertEqual('active', server['metadata']['lease_status'])
         self.assertEqual([], server['tags'])

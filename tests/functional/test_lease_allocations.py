@@ -49,8 +49,10 @@ class LeaseAllocationsTest(test_lease_api.LeaseAPIMixin,
         self.assertEqual(('host1', start, end),
                          (allocation['host'], allocation['start_date'],
                           allocation['end_date']))
-        # Its server is created at the start: none exists before.
-        self.assertEqual([], self.api.get_servers())
+        # Its server exists, shelved-offloaded: it holds no host now.
+        self.assertEqual(
+            ['SHELVED_OFFLOADED'], [s['status'] for s in self.api.get_servers(
+                detail=True)])
         return lease, start, end
 
     def _no_servers(self):
@@ -129,13 +131,14 @@ class LeaseAllocationsTest(test_lease_api.LeaseAPIMixin,
 
     def test_server_deleted_before_the_start_frees_its_host(self):
         lease, start, end = self._future_lease()
-        # Before its start the server is the reservation's alias: deleting
-        # it removes the reservation, and the lease with its last one.
+        # Before its start the server is shelved-offloaded: deleting it
+        # ends the lease early, and its promise goes.
         [reservation] = lease['reservations']
-        self.api.api_delete('/servers/%s' % reservation['id'],
+        self.api.api_delete('/servers/%s' % reservation['resource_id'],
                             check_response_status=[204])
-        self.assertRaises(db_api.LeaseNotFound, db_api.lease_get, self.db,
-                          lease['id'])
+        self._no_servers()
+        self._wait_for(lambda: self._lease()['status'] == 'TERMINATED',
+                       'lease ended early')
         self.assertEqual([], db_api.allocation_list(self.db,
                                                     lease_id=lease['id']))
         self._register('host1')

@@ -16,8 +16,8 @@ The world: project A (a plain member) holds one lease of each kind, all
 with their servers: an active host lease with a server booted onto it
 (``--hint reservation``), an instance lease made by a boot with lease
 hints, a Blazar ``flavor:instance`` reservation with a server booted
-with its flavor, a future host lease and a future deferred boot (an
-alias server id). Project B is a plain member of another project.
+with its flavor, a future host lease and a future leased boot (a
+shelved-offloaded server). Project B is a plain member of another project.
 
 * :class:`MemberIsolationTableTest` sends every row of
   :mod:`tests.isolation_table` (every lease API route, and the nova-api
@@ -132,13 +132,13 @@ class IsolationWorld(test_lease_api.LeaseAPIMixin,
             'reserved': 'True', 'lease_params': jsonutils.dumps(
                 {'name': 'a-secret-boot-lease', 'duration': '3h'})},
             name='a-secret-leased-vm')
-        a['alias'] = self.api.api_post('/servers', {
+        a['future_vm'] = self.api.api_post('/servers', {
             'server': self._build_server(
-                name='a-secret-deferred-vm', image_uuid=self.image_id,
+                name='a-secret-future-boot-vm', image_uuid=self.image_id,
                 flavor_id='1', networks='none'),
             'os:scheduler_hints': {
                 'reserved': 'True', 'lease_params': jsonutils.dumps({
-                    'name': 'a-secret-deferred', 'start':
+                    'name': 'a-secret-future-boot', 'start':
                         self._at(hours=4), 'end': self._at(hours=5)})}},
             check_response_status=[202]).body['server']
         a['plain'] = self._boot(None, name='a-secret-plain')
@@ -167,7 +167,7 @@ class IsolationWorld(test_lease_api.LeaseAPIMixin,
             'reservation': [{'lease': r['lease_id'], 'reservation': r['id']}
                             for r in reservations],
             'server': [{'server': s['id']} for s in self.a_servers] +
-                      [{'server': a['alias']['id']}],
+                      [{'server': a['future_vm']['id']}],
             'host': [{'host': h} for h in self.a_hosts],
             'host_id': [{'host_id': str(self.host_ids[h])}
                         for h in self.a_hosts if h in self.host_ids],
@@ -189,7 +189,7 @@ class IsolationWorld(test_lease_api.LeaseAPIMixin,
         secrets.update(self.a_hosts)
         for server in self.a_servers:
             secrets.update((server['id'], server['name']))
-        secrets.update((a['alias']['id'], 'a-secret-deferred-vm'))
+        secrets.update((a['future_vm']['id'], 'a-secret-future-boot-vm'))
         # Numbers ('1', an aggregate id) would match anywhere.
         self.secrets = {s for s in secrets if s and not s.isdigit() and
                         len(s) > 3}

@@ -13,9 +13,9 @@
 
 Scheduled leases are booted through the API with the seed's hints: the
 lease middleware admits and records them (``allocate_instances`` inside
-its writer transaction); their servers are created at their start. What
-the engine does at the start (statuses, the lease API action that
-creates the server) is done here through the REST API and ``db_api``, so
+its writer transaction); their servers are created shelved-offloaded.
+What the engine does at the start (statuses, the unshelve) is done here
+through the REST API and ``db_api``, so
 that these tests do not depend on the engine's timing. Admissions without
 a boot request are recorded the way the lease-recording code does it:
 ``allocate_instances`` and ``db_api.lease_create`` in one writer
@@ -96,28 +96,28 @@ class _Base(base.LeaseFunctionalBase):
         """Boot a server for a scheduled lease through the API.
 
         The lease middleware admits and records it; the server is created
-        at the start. Returns (the 202's server: the reservation's alias,
+        shelved-offloaded, unscheduled. Returns (the server, its
         reservation, allocation).
         """
         server = self._boot(self._hints(end, start), name=name,
-                            flavor='big', wait=None)
-        reservation = db_api.reservation_get(self.db, server['id'])
+                            flavor='big', wait='SHELVED_OFFLOADED')
+        [reservation] = db_api.reservation_list(self.db,
+                                                resource_id=server['id'])
         allocations = db_api.allocation_list(
             self.db, reservation_id=reservation['id'])
         self.assertEqual(1, len(allocations))
         return server, reservation, allocations[0]
 
     def _start(self, reservation):
-        """Start the lease as the engine does: STARTING, nova-api creates
-        the server (the lease API action), then ACTIVE. Returns it.
+        """Start the lease as the engine does: STARTING, the server
+        unshelved, then ACTIVE. Returns it.
         """
         lease_id = reservation['lease_id']
         db_api.lease_update(self.db, lease_id, {'status': 'STARTING'})
-        created = self.admin_api.api_post(
-            '/os-reservation/leases/%s/reservations/%s/server'
-            % (lease_id, reservation['id']), {},
-            check_response_status=[201]).body['server']
-        server = self._wait_for_state_change(created, 'ACTIVE')
+        self.admin_api.post_server_action(reservation['resource_id'],
+                                          {'unshelve': None})
+        server = self._wait_for_state_change(
+            {'id': reservation['resource_id']}, 'ACTIVE')
         db_api.lease_update(self.db, lease_id, {'status': 'ACTIVE'})
         db_api.reservation_update(self.db, reservation['id'],
                                   {'status': 'active'})
@@ -131,15 +131,16 @@ class TestFutureAwareScheduling(_Base):
     def test_reserved_capacity_is_lent_then_returned(self):
         T = self.T
         # A scheduled lease for 4 vcpus from T+2h to T+4h, admitted onto
-        # one host. Its server is created at its start.
-        alias, reservation, allocation = self._book(
+        # one host. Its server is shelved-offloaded until its start.
+        future, reservation, allocation = self._book(
             T + 2 * HOUR, T + 4 * HOUR, 'reserved')
         promised = allocation['host']
         self.assertIn(promised, self.COMPUTES)
         self.assertEqual((T + 2 * HOUR, T + 4 * HOUR, 4),
                          (allocation['start_date'], allocation['end_date'],
                           allocation['vcpus']))
-        self.assertEqual([], self.api.get_servers())
+        self.assertIsNone(self.admin_api.get_server(future['id'])[
+            'OS-EXT-SRV-ATTR:host'])
         other = ({'host1', 'host2'} - {promised}).pop()
 
         # A server without a lease would still run at T+2h: not on the
@@ -161,13 +162,13 @@ class TestFutureAwareScheduling(_Base):
         self._delete(long_)
         self._delete(unleased)
 
-        # At T+2h the lease starts: its server is created on its host,
+        # At T+2h the lease starts: its server is unshelved on its host,
         # the only one it may use, although both are empty.
         self.clock.advance_to(T + 2 * HOUR)
         reserved_vm = self._start(reservation)
         self.assertEqual(promised, self._host(reserved_vm))
         self.assertEqual(reserved_vm['id'],
-                         self.api.get_server(alias['id'])['id'])
+                         self.api.get_server(future['id'])['id'])
 
         # Its capacity is not counted twice: the other host still takes an
         # unleased server.

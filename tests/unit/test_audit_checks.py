@@ -237,7 +237,7 @@ class BrokenPromiseTest(testtools.TestCase):
 
     def test_admitted_lease_in_error(self):
         res = _res('r1')
-        res['properties'] = {'create_at_start': True}
+        res['properties'] = {'shelved_until_start': True}
         lease = _lease('l1', status='ERROR', reservations=[res])
         lease['status_reason'] = 'No valid host'
         [finding] = checks.check(_state(leases=[lease]))

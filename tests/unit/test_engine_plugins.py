@@ -90,31 +90,6 @@ class ComputeClientTest(testtools.TestCase):
                          status_code=404, json={})
         self.assertFalse(self.client.delete_server_tag(SERVER, 'reserved'))
 
-    def test_create_reserved_server(self):
-        # The lease API action next to the compute API; Blazar's errors.
-        path = URL + '/os-reservation/leases/L1/reservations/R1/server'
-        for code, created in ((200, False), (201, True)):
-            self.http.post(path, status_code=code,
-                           json={'server': {'id': SERVER}})
-            self.assertEqual((SERVER, created),
-                             self.client.create_reserved_server('L1', 'R1'))
-        for code, cls in ((403, compute.ComputeForbidden),
-                          (404, compute.ComputeNotFound),
-                          (409, compute.ComputeConflict),
-                          (400, compute.ComputeError),
-                          (500, compute.ComputeUnavailable)):
-            self.http.post(path, status_code=code, json={
-                'error_code': code, 'error_name': 'X',
-                'error_message': 'Nova refused: nope %d' % code})
-            e = self.assertRaises(cls, self.client.create_reserved_server,
-                                  'L1', 'R1')
-            self.assertEqual(code, e.status_code)
-            self.assertIn('reservation R1 of lease L1: HTTP %d: Nova '
-                          'refused: nope %d' % (code, code), str(e))
-        self.http.post(path, exc=ks_exc.ConnectFailure)
-        self.assertRaises(compute.ComputeUnavailable,
-                          self.client.create_reserved_server, 'L1', 'R1')
-
 
 class FakeCompute(object):
     """Servers whose actions complete at once (like CastAsCall)."""
@@ -184,20 +159,6 @@ class FakeCompute(object):
         self.calls.append('untag %s' % tag)
         self.servers[server_id]['tags'].discard(tag)
         return True
-
-    def create_reserved_server(self, lease_id, reservation_id):
-        # Idempotent, as nova-api's action: one server per reservation.
-        self.calls.append('create %s' % reservation_id)
-        for server in self.servers.values():
-            if server['metadata'].get('lease_reservation_id') == (
-                    reservation_id):
-                return server['id'], False
-        self.servers['new'] = {
-            'id': 'new', 'status': 'ACTIVE', 'OS-EXT-STS:task_state': None,
-            'tenant_id': 'p1',
-            'metadata': {'lease_reservation_id': reservation_id},
-            'tags': set()}
-        return 'new', True
 
     def list_servers(self, all_projects=True, **filters):
         return [dict(s) for s in self.servers.values()]
@@ -291,37 +252,6 @@ class InstancePluginTest(testtools.TestCase):
         plugin.on_end(dict(self.lease, on_end='shelve'), self.reservation)
         self.assertEqual('SHELVED_OFFLOADED',
                          self.fake.servers[SERVER]['status'])
-
-    def test_start_creates_the_server_of_a_created_at_start_reservation(self):
-        plugin = self._plugin('ACTIVE')
-        deferred = {'id': 'res-2', 'resource_id': None,
-                    'resource_type': 'virtual:instance',
-                    'properties': {'create_at_start': True}}
-        # A server created now is waited for with no look first.
-        wait = plugin.on_start(self.lease, deferred)
-        self.assertIsInstance(wait, plugin_base.Wait)
-        self.assertEqual(['create res-2'], self.fake.calls)
-        self.assertEqual(0, self.fake.gets)
-        plugin_base.resolve(wait, self.fake, 5)
-        # A retried start (linked now, or not) creates nothing more.
-        plugin_base.resolve(plugin.on_start(
-            self.lease, dict(deferred, resource_id='new')), self.fake, 5)
-        self.assertEqual(['create res-2', "metadata {'lease_status': "
-                          "'active'}"] * 2, self.fake.calls)
-        self.assertEqual(2, len(self.fake.servers))
-
-    def test_end_of_a_reservation_whose_server_was_never_created(self):
-        plugin = self._plugin('ACTIVE')
-        deferred = {'id': 'res-2', 'resource_id': None,
-                    'resource_type': 'virtual:instance',
-                    'properties': {'create_at_start': True}}
-        plugin.on_end(self.lease, deferred)          # nothing to end
-        self.assertEqual([], self.fake.calls)
-        # A server created for it but never linked is deleted.
-        self.fake.create_reserved_server('lease-1', 'res-2')
-        plugin.on_end(self.lease, deferred)
-        self.assertEqual(['create res-2', 'delete'], self.fake.calls)
-        self.assertEqual([SERVER], list(self.fake.servers))
 
     def test_no_server_id(self):
         plugin = self._plugin('ACTIVE')

@@ -133,9 +133,6 @@ class _Base(testtools.TestCase):
             lease_request, 'lookup_lease',
             side_effect=lambda conf, lease_id, now: _lease_of(lease_id,
                                                               now))).mock
-        self.lookup_deferred = self.useFixture(fixtures.MockPatchObject(
-            lease_request, 'lookup_deferred',
-            return_value=(None, (), False))).mock
         # No side database here: the filter and weigher do not register
         # (tests/functional/test_misconfiguration.py covers it).
         self.useFixture(fixtures.MockPatch(
@@ -377,50 +374,6 @@ class FilterTest(_Base):
             _spec({params.LEASE_ID_HINT: 'lease-r1'}, project='p2'),
             self.snap, NOW).kind)
         self.lookup_lease.assert_not_called()
-
-    def test_deferred_server_is_pinned_to_its_allocation(self):
-        # The server nova-api creates at a deferred lease's start.
-        self.promise('host1', NOW, NOW + 2 * HOUR, status='STARTING')
-        hosts = [_host('host1'), _host('host2')]
-        spec = _spec({params.RESERVATION_HINT: 'r1'})
-        self.assertEqual(['host1'], self.passing(hosts, spec))
-        request = lease_request.resolve(spec, self.snap, NOW)
-        self.assertEqual((lease_request.LEASED, NOW + 2 * HOUR, ('r1',)),
-                         (request.kind, request.end, request.exclude))
-        # Something else took its capacity: NoValidHost, never host2.
-        self.assertEqual([], self.passing(
-            [_host('host1', vcpus_used=1), _host('host2')], spec))
-        # Only for the reservation's project.
-        self.assertEqual([], self.passing(
-            hosts, _spec({params.RESERVATION_HINT: 'r1'}, project='p2')))
-        # Not when the reservation has a server already.
-        self.promise('host1', NOW, NOW + 2 * HOUR, rid='r2',
-                     resource_id='another-server', status='ACTIVE')
-        self.assertEqual([], self.passing(
-            hosts, _spec({params.RESERVATION_HINT: 'r2'})))
-        self.lookup_deferred.assert_not_called()
-
-    def test_deferred_hint_after_the_end_and_unknown(self):
-        uuid = uuidutils.generate_uuid()
-        hosts = [_host('host1'), _host('host2')]
-        spec = _spec({params.RESERVATION_HINT: 'r1'}, uuid=uuid)
-        # Unknown (or dead): NoValidHost for the create...
-        self.assertEqual([], self.passing(hosts, spec))
-        dead = _reservation('r1', NOW - 2 * HOUR, NOW - HOUR,
-                            status='TERMINATED')
-        self.lookup_deferred.return_value = (dead, {'host1'}, False)
-        self.assertEqual([], self.passing(hosts, spec))
-        # ... but the server it created, moved once its lease is over, is
-        # unleased.
-        self.lookup_deferred.return_value = (
-            dead._replace(resource_id=uuid), {'host1'}, False)
-        self.assertEqual(lease_request.UNLEASED,
-                         lease_request.resolve(
-                             spec, self.snap, NOW,
-                             lookup_deferred=lambda r, n: (
-                                 dead._replace(resource_id=uuid),
-                                 {'host1'}, False)).kind)
-        self.assertEqual(['host1', 'host2'], self.passing(hosts, spec))
 
     def test_registered_hosts_take_host_reservations_only(self):
         # Registered (os-hosts) but in neither aggregate: an operator

@@ -48,7 +48,7 @@ def _modules():
 
 #: Words in the name of a module constant that keeps a wire name.
 WIRE_WORDS = ('META', 'TAG', 'HINT', 'KEY', 'SPEC', 'PREFIX', 'REASON',
-              'PARAMS', 'RESERVED', 'CREATE_AT_START')
+              'PARAMS', 'RESERVED', 'SHELVED_UNTIL_START')
 
 
 def _wire_like(target):

@@ -21,8 +21,6 @@ Method  Path (below /os-reservation)       Rule                  OK
 ======  =================================  ====================  =====
 GET     /leases[?all_projects=1]           leases:list[_all]     200
 POST    /leases                            leases:create         201
-POST    /leases/{id}/reservations/{id}/    leases:create_server  201
-        server
 GET     /leases/{id}                       leases:show           200
 PUT     /leases/{id}                       leases:update         200
 DELETE  /leases/{id}                       leases:delete         204
@@ -37,10 +35,6 @@ GET     /os-hosts/properties               os-hosts:list         200
 GET     /os-hosts/idle                     os-hosts:allocations  200
 GET     /usage                             usage:get[_all]       200
 ======  =================================  ====================  =====
-
-``leases:create_server`` is for admins and services: nova-lease-engine
-calls it at the start of a future instance lease booted through ``POST
-/servers`` (see nova_lease.api_ext.deferred).
 
 Errors are JSON in Blazar's shape, which python-blazarclient prints
 (``{"error_code": 409, "error_name": "NotEnoughHosts", "error_message":

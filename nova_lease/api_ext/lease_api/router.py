@@ -68,9 +68,6 @@ ROUTES = {
         'PUT': Route(leases.update_lease, body=lease_schemas.UPDATE),
         'DELETE': Route(leases.delete_lease),
     },
-    '/leases/{lease_id}/reservations/{reservation_id}/server': {
-        'POST': Route(leases.create_reserved_server),
-    },
     '/os-hosts': {
         'GET': Route(hosts.list_hosts),
         'POST': Route(hosts.create_host, body=host_schemas.CREATE),

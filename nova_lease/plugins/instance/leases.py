@@ -32,12 +32,10 @@ Life of an instance lease created by a boot:
 3. Or :func:`destroy_lease` when Nova refused the request, or the servers
    had to be deleted: the lease goes as if it never was.
 
-A boot for a future lease builds nothing:
-``create_deferred_instance_lease`` (rtype too) records the lease with a boot
-request per reservation (their servers are created at the start, see
-nova_lease.api_ext.deferred), and :func:`remove_deferred` removes a
-reservation whose server was not created yet (the ``DELETE`` of its
-alias).
+A boot for a future lease goes the same way; its servers are created
+shelved-offloaded and need no capacity until the start (see
+nova_lease.api_ext.shelved); their reservations carry
+:data:`SHELVED_UNTIL_START`.
 
 :func:`instance_deleted` is the compute hook's: a leased server is gone,
 its reservation is marked deleted, and a lease whose servers are all gone
@@ -73,9 +71,9 @@ META_LEASE_STATUS = wire.SERVER_LEASE_STATUS
 #: The reservation a server belongs to (servers created at their lease's
 #: start, found by it after a crash between their creation and the link).
 META_RESERVATION_ID = wire.SERVER_RESERVATION_ID
-#: Reservation property: the server is created at the lease's start from
-#: the stored boot request (see :func:`create_deferred_instance_lease`).
-CREATE_AT_START = wire.PROP_CREATE_AT_START
+#: Reservation property: a future lease's server, created shelved-offloaded
+#: at the boot and unshelved at the start (nova_lease.api_ext.shelved).
+SHELVED_UNTIL_START = wire.PROP_SHELVED_UNTIL_START
 #: ``lease_status`` values (the engine's plugin sets active / terminated).
 META_PENDING = wire.SERVER_STATUS_PENDING
 META_RESERVED = wire.SERVER_STATUS_RESERVED
@@ -100,62 +98,6 @@ def flavor_sizes(flavor):
         return getattr(flavor, name, 0) or 0
     return {'vcpus': int(get('vcpus')), 'memory_mb': int(get('memory_mb')),
             'disk_gb': int(get('root_gb')) + int(get('ephemeral_gb'))}
-
-
-def created_at_start(reservation):
-    """True for a reservation whose server is created at the start."""
-    return bool((reservation.get('properties') or {}).get(CREATE_AT_START))
-
-
-class ServerAlreadyCreated(exception.Conflict):
-    msg_fmt = 'Reservation %(reservation_id)s has server %(server_id)s'
-
-    def __init__(self, **kwargs):
-        self.server_id = kwargs.get('server_id')
-        super().__init__(**kwargs)
-
-
-@db_api.retry_on_deadlock
-def remove_deferred(db, reservation_id, now=None):
-    """Remove a reservation whose server was not created yet.
-
-    The ``DELETE`` of its alias. Its allocations and boot request go with
-    it; so does its lease when no other reservation of it is left (as if
-    it never was). The lease must be PENDING (or ERROR: its start
-    failed); one transaction, compare-and-set on the lease's status so
-    that an engine starting it meanwhile wins.
-
-    Returns the lease id if the lease went too, else None.
-
-    :raises nova_lease.db.api.ReservationNotFound: gone already.
-    :raises nova_lease.db.api.StatusConflict: the lease is starting (or
-        in another status); retry.
-    :raises ServerAlreadyCreated: the server exists: delete that one.
-    """
-    now = now or timeutils.utcnow()
-    with db.writer() as session:
-        reservation = db_api.reservation_get(session, reservation_id)
-        lease = db_api.lease_update(
-            session, reservation['lease_id'], {'updated_at': now},
-            expected_status=[str(_L.PENDING), str(_L.ERROR)])
-        reservation = [r for r in lease['reservations']
-                       if r['id'] == reservation_id][0]
-        if reservation['resource_id']:
-            raise ServerAlreadyCreated(reservation_id=reservation_id,
-                                       server_id=reservation['resource_id'])
-        others = [r for r in lease['reservations']
-                  if r['id'] != reservation_id and r['status'] != _R.DELETED]
-        if others:
-            db_api.reservation_destroy(session, reservation_id)
-            LOG.info('Removed reservation %(res)s of lease %(lease)s (its '
-                     'server was not created yet)',
-                     {'res': reservation_id, 'lease': lease['id']})
-            return None
-        db_api.lease_destroy(session, lease['id'])
-    LOG.info('Removed lease %(lease)s with its last reservation %(res)s '
-             '(its server was not created yet)',
-             {'lease': lease['id'], 'res': reservation_id})
-    return lease['id']
 
 
 def link_instances(db, lease, server_ids):

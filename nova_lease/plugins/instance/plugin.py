@@ -11,16 +11,14 @@
 # under the License.
 """The virtual:instance resource plugin: the engine's side of VM leases.
 
-* ``on_start``: for a reservation whose server is created at the start
-  (a future lease booted through ``POST /servers``), have nova-api create
-  it as the lease's owner on the promised host
-  (:meth:`nova_lease.compute.ComputeClient.create_reserved_server`,
-  idempotent); for a server that exists (shelved before its lease's start
-  by an earlier release, or shelved at the end of a lease), unshelve it.
-  Then wait until it is ACTIVE (a server that is already ACTIVE is a
-  success; one still building is waited for; ERROR, e.g. no valid host,
-  fails the attempt), set its metadata ``lease_status=active`` and
-  remove its ``reserved`` tag. The waits are returned to the engine
+* ``on_start``: unshelve the server (a future lease's server, created
+  shelved-offloaded at its boot, see nova_lease.api_ext.shelved; or one
+  shelved at the end of a lease); the scheduler's LeaseFilter admits it
+  on the promised hosts only. Then wait until it is ACTIVE (a server
+  that is already ACTIVE is a success; one still building is waited
+  for; ERROR, or SHELVED_OFFLOADED again, e.g. no valid host, fails the
+  attempt), set its metadata ``lease_status=active`` and remove its
+  ``reserved`` tag. The waits are returned to the engine
   (:class:`nova_lease.plugins.base.Wait`), which watches all its waited
   servers at once, so that no worker is held while Nova builds.
 * ``before_end``: nothing (the engine sends the ``lease.before_end``
@@ -30,11 +28,6 @@
   (metadata ``lease_status=terminated``, set before shelving since Nova
   refuses metadata changes of shelved servers; then shelved-offloaded).
 * ``cancel``: the lease was deleted: delete the server.
-
-A reservation whose server was never created (the lease ended or was
-deleted before its start) has nothing to end; a server created for it
-but not linked (its start failed between the two) is found by its
-``lease_reservation_id`` metadata and deleted.
 
 Every step is idempotent and waits, at most ``[nova_lease]
 plugin_call_timeout`` seconds, until Nova has done it.
@@ -49,7 +42,6 @@ from oslo_log import log as logging
 
 from nova_lease import compute
 from nova_lease.plugins import base
-from nova_lease.plugins.instance import leases
 from nova_lease.plugins import types
 from nova_lease import wire
 
@@ -144,22 +136,6 @@ class InstancePlugin(base.ComputePlugin):
 
     def on_start(self, lease, reservation):
         gate = self._gate(lease, reservation)
-        created = leases.created_at_start(reservation)
-        if created:
-            with self._placing():
-                server_id, new = gate.create_reserved_server(
-                    lease['id'], reservation['id'], why='the lease starts')
-            LOG.info('Server %(server)s of reservation %(res)s of lease '
-                     '%(lease)s created at its start%(again)s',
-                     {'server': server_id, 'res': reservation['id'],
-                      'lease': lease['id'],
-                      'again': '' if new else ' (by an earlier attempt)'})
-            if new:
-                # Being built (nova-api has just answered 202): no look
-                # before the wait (a burst of starts costs Nova one
-                # request per server less).
-                return self._building(gate, lease, server_id, created)
-            return self._look(gate, lease, server_id, created)
         server_id = self._server_id(lease, reservation)
         # The common case without a look first: a server shelved until
         # its start. Nova refuses (409) what is not shelved or busy; that
@@ -170,17 +146,17 @@ class InstancePlugin(base.ComputePlugin):
         except compute.ComputeNotFound:
             raise self._gone(lease, server_id) from None
         except compute.ComputeConflict:
-            return self._look(gate, lease, server_id, created)
+            return self._look(gate, lease, server_id)
         LOG.info('Unshelving server %(server)s for lease %(lease)s',
                  {'server': server_id, 'lease': lease['id']})
-        return self._unshelving(gate, lease, server_id, created)
+        return self._unshelving(gate, lease, server_id)
 
-    def _look(self, gate, lease, server_id, created):
+    def _look(self, gate, lease, server_id):
         try:
             server = self.compute.get_server(server_id)
         except compute.ServerNotFound:
             raise self._gone(lease, server_id) from None
-        return self._start(gate, lease, server_id, created, server)
+        return self._start(gate, lease, server_id, server)
 
     @staticmethod
     def _gone(lease, server_id):
@@ -188,25 +164,25 @@ class InstancePlugin(base.ComputePlugin):
             reason='server %s of lease %s (%s) no longer exists; it cannot '
                    'be started' % (server_id, lease['id'], lease.get('name')))
 
-    def _building(self, gate, lease, server_id, created):
+    def _building(self, gate, lease, server_id):
         """Wait until the server is stable, then look again."""
         return base.Wait(
             server_id, _USABLE + _SHELVED,
-            functools.partial(self._start, gate, lease, server_id, created),
+            functools.partial(self._start, gate, lease, server_id),
             what='server %s of lease %s to be built or stable'
                  % (server_id, lease['id']))
 
-    def _unshelving(self, gate, lease, server_id, created):
+    def _unshelving(self, gate, lease, server_id):
         # A failed unshelve (no valid host) puts the server back in
         # SHELVED_OFFLOADED without a task: that is a failure.
         return base.Wait(
             server_id, ('ACTIVE',),
-            functools.partial(self._started, gate, server_id, created),
+            functools.partial(self._started, gate, server_id),
             fail_statuses=('ERROR',) + _SHELVED,
             what='server %s of lease %s to be unshelved'
                  % (server_id, lease['id']))
 
-    def _start(self, gate, lease, server_id, created, server):
+    def _start(self, gate, lease, server_id, server):
         """The next step of a start, from the server as it is now.
 
         Returns a :class:`~nova_lease.plugins.base.Wait` while Nova works
@@ -216,8 +192,8 @@ class InstancePlugin(base.ComputePlugin):
         status = server.get('status')
         if server.get('OS-EXT-STS:task_state') or status not in (
                 _USABLE + _SHELVED + ('ERROR',)):
-            # Being built (created at the start) or busy.
-            return self._building(gate, lease, server_id, created)
+            # Busy.
+            return self._building(gate, lease, server_id)
         if status == 'ERROR':
             raise base.Wait(server_id, ('ACTIVE',), None).failure(server)
         if status in _SHELVED:
@@ -229,16 +205,16 @@ class InstancePlugin(base.ComputePlugin):
             except compute.ComputeConflict:
                 # Being unshelved meanwhile (another attempt): wait.
                 LOG.info('Server %s is already changing state', server_id)
-            return self._unshelving(gate, lease, server_id, created)
-        return self._started(gate, server_id, created, server)
+            return self._unshelving(gate, lease, server_id)
+        return self._started(gate, server_id, server)
 
-    def _started(self, gate, server_id, created, server):
+    def _started(self, gate, server_id, server):
         gate.set_server_metadata(server_id, {METADATA_STATUS: 'active'},
                                  why='the lease starts')
         # Nova shows a server's tags (compute API 2.26 and later): a
         # server without the tag costs no request.
         tags = server.get('tags')
-        if not created and (tags is None or RESERVED_TAG in tags):
+        if tags is None or RESERVED_TAG in tags:
             gate.delete_server_tag(server_id, RESERVED_TAG,
                                    why='the lease starts')
 
@@ -255,37 +231,7 @@ class InstancePlugin(base.ComputePlugin):
     def cancel(self, lease, reservation):
         self._delete(lease, reservation)
 
-    def _never_created(self, lease, reservation):
-        """True when the reservation's server is created at the start and
-        is not linked: nothing to end; a server created for it but never
-        linked is deleted.
-        """
-        if reservation.get('resource_id') or not leases.created_at_start(
-                reservation):
-            return False
-        orphans = [s['id'] for s in self.compute.list_servers(
-            all_projects=True, tenant_id=lease['project_id'])
-            if (s.get('metadata') or {}).get(leases.META_RESERVATION_ID) ==
-            reservation['id']]
-        for server_id in orphans:
-            LOG.warning('Deleting server %(server)s, created for reservation '
-                        '%(res)s of lease %(lease)s but never linked to it',
-                        {'server': server_id, 'res': reservation['id'],
-                         'lease': lease['id']})
-            if self._gate(lease, reservation).delete_server(
-                    server_id, why='created for the reservation, never '
-                    'linked to it'):
-                self.compute.wait_for_server(server_id, (), self._timeout,
-                                             gone_ok=True, fail_statuses=())
-        if not orphans:
-            LOG.info('Reservation %(res)s of lease %(lease)s never got its '
-                     'server (created at the start): nothing to end',
-                     {'res': reservation['id'], 'lease': lease['id']})
-        return True
-
     def _delete(self, lease, reservation):
-        if self._never_created(lease, reservation):
-            return
         server_id = self._server_id(lease, reservation)
         LOG.info('Deleting server %(server)s at the end of lease %(lease)s',
                  {'server': server_id, 'lease': lease['id']})
@@ -295,8 +241,6 @@ class InstancePlugin(base.ComputePlugin):
                                          gone_ok=True, fail_statuses=())
 
     def _shelve(self, lease, reservation):
-        if self._never_created(lease, reservation):
-            return
         server_id = self._server_id(lease, reservation)
         gate = self._gate(lease, reservation)
         try:

@@ -54,8 +54,9 @@ class ServerRequest:
     :ivar default: a ``default_lease`` one.
     :ivar admit: admitted against the calendar now (a later start, or an
         ``immediate`` lease).
-    :ivar boot_requests: the servers are created at the start: their
-        stored boot requests (nova_lease.api_ext.deferred), else None.
+    :ivar shelved: a future lease whose servers are created
+        shelved-offloaded at the boot and unshelved at the start
+        (nova_lease.api_ext.shelved).
     """
 
     sizes: dict
@@ -63,7 +64,7 @@ class ServerRequest:
     flavor_id: typing.Optional[str] = None
     default: bool = False
     admit: bool = True
-    boot_requests: typing.Optional[list] = None
+    shelved: bool = False
 
 
 class ServerType(types.ReservationType):
@@ -79,8 +80,8 @@ class ServerType(types.ReservationType):
             rows = []
             for index in range(request.count):
                 properties = dict(request.sizes, index=index)
-                if request.boot_requests is not None:
-                    properties[leases.CREATE_AT_START] = True
+                if request.shelved:
+                    properties[leases.SHELVED_UNTIL_START] = True
                 if request.flavor_id is not None:
                     properties['flavor_id'] = str(request.flavor_id)
                 if request.default:
@@ -98,12 +99,6 @@ class ServerType(types.ReservationType):
             item.made = [row['id'] for row in rows]
             out.extend(rows)
         return out
-
-    def after_insert(self, session, booking, lease):
-        for item in booking.items:
-            if item.type is self and item.request.boot_requests:
-                db_api.boot_requests_create(session, dict(zip(
-                    item.made, item.request.boot_requests)))
 
     def move(self, session, conf, lease, reservations, start, end, now):
         leases.move_instance_lease(session, conf, lease, reservations,
@@ -135,12 +130,10 @@ def _booking(conf, params, project_id, user_id, request, now, hold):
         'status': str(status.LeaseStatus.PENDING), 'on_end': params.on_end,
         'retries': retries, 'lease_type': lease_type,
     }
-    if request.boot_requests is None:
-        # An immediate lease is admitted now, as a future one is: refused
-        # (409) when its servers do not fit, its capacity promised
-        # otherwise.
-        request.admit = not (params.start_now and
-                             lease_type != lease_types.IMMEDIATE)
+    # An immediate lease is admitted now, as a future one is: refused
+    # (409) when its servers do not fit, its capacity promised otherwise.
+    request.admit = not (params.start_now and
+                         lease_type != lease_types.IMMEDIATE)
     return pipeline.Booking(
         conf=conf, values=values, events=events, now=now,
         items=[pipeline.Item('lease_params', types.get(types.SERVER),
@@ -149,7 +142,8 @@ def _booking(conf, params, project_id, user_id, request, now, hold):
 
 
 def create_instance_lease(db, conf, params, project_id, user_id, flavor,
-                          count, flavor_id=None, default=False, now=None):
+                          count, flavor_id=None, default=False,
+                          shelved=False, now=None):
     """Record a PENDING lease for ``count`` servers of a boot; return the
     lease dict (through the booking pipeline).
 
@@ -165,36 +159,16 @@ def create_instance_lease(db, conf, params, project_id, user_id, flavor,
         ``leases.flavor_sizes``).
     :param default: a ``default_lease`` one (not checked against the
         usage limits; recorded in the reservations' properties).
+    :param shelved: a future lease whose servers are created
+        shelved-offloaded (recorded in the reservations' properties as
+        ``leases.SHELVED_UNTIL_START``).
     :raises nova_lease.scheduler.admission.NoCapacity: (409) a future
         lease does not fit.
     :raises nova_lease.enforcement.LimitExceeded: (403).
     """
     now = now or timeutils.utcnow()
     request = ServerRequest(sizes=dict(flavor), count=count,
-                            flavor_id=flavor_id, default=default)
+                            flavor_id=flavor_id, default=default,
+                            shelved=shelved)
     return pipeline.create(db, _booking(conf, params, project_id, user_id,
                                         request, now, hold=True))
-
-
-def create_deferred_instance_lease(db, conf, params, project_id, user_id,
-                                   flavor, requests, flavor_id=None,
-                                   now=None):
-    """Record a PENDING future lease whose servers are created at its
-    start; return the lease dict (through the booking pipeline).
-
-    One reservation per entry of ``requests`` (the boot request stored
-    for each server, see nova_lease.api_ext.deferred), with the
-    allocations admission control promised, the lease's events (the start
-    is not held: there is nothing to link), and the boot requests. The
-    reservations' properties carry ``leases.CREATE_AT_START``.
-
-    :raises nova_lease.scheduler.admission.NoCapacity: (409) it does not
-        fit.
-    :raises nova_lease.enforcement.LimitExceeded: (403).
-    """
-    now = now or timeutils.utcnow()
-    request = ServerRequest(sizes=dict(flavor), count=len(requests),
-                            flavor_id=flavor_id, admit=True,
-                            boot_requests=list(requests))
-    return pipeline.create(db, _booking(conf, params, project_id, user_id,
-                                        request, now, hold=False))

@@ -26,7 +26,6 @@ from oslo_log import log as logging
 from oslo_utils import strutils
 
 from nova_lease.api_ext import best_effort
-from nova_lease.api_ext import deferred_start
 from nova_lease.api_ext.lease_api import blazar_words
 from nova_lease.api_ext.lease_api import common
 from nova_lease.api_ext.lease_api import lease_updates
@@ -250,19 +249,3 @@ def delete_lease(req, ctx, lease_id):
     if done == 'ending':
         _wake_engines()
     return 204, None
-
-
-def create_reserved_server(req, ctx, lease_id, reservation_id):
-    """POST /leases/{id}/reservations/{id}/server (admin/service).
-
-    Creates, as the lease's owner, the server of a reservation whose
-    server is created at the lease's start, and links it; idempotent
-    (see nova_lease.api_ext.deferred_start). 201 when created now, 200 when it
-    existed; Nova's refusal keeps Nova's code and message. The request
-    body is not read (the engine sends ``{}``).
-    """
-    _get_visible_lease(ctx, lease_id, lease_policies.CREATE_SERVER)
-    created, server_id = deferred_start.create_server(
-        req, ctx, lease_id, reservation_id,
-        req.environ['nova_lease.application'])
-    return (201 if created else 200), {'server': {'id': server_id}}
