@@ -245,12 +245,12 @@ class TestFutureLease(InstanceLeaseTest):
         time.sleep(0.5)
         self.assertEqual('SHELVED_OFFLOADED', self._status(server['id']))
 
-        moved = time.monotonic()
+        # Claimed at its time (below); how long Nova then takes is the
+        # wake-up benchmark's to measure (benchmarks/wakeup.py), not a
+        # test's.
         self.clock.advance_to(start)
         self._wait_for(lambda: self._lease()['status'] == 'ACTIVE',
                        'lease ACTIVE')
-        lag = time.monotonic() - moved
-        self.assertLess(lag, 10)
         # Unshelved at the start: the same server.
         server = self.admin_api.get_server(server['id'])
         self.assertEqual('ACTIVE', server['status'])
