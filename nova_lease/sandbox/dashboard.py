@@ -118,7 +118,9 @@ LOGGING = {
 
 
 #: What the child runs: Django's server, ended when the sandbox that
-#: started it is gone (as the sandbox's Keystone is).
+#: started it is gone (as the sandbox's Keystone is). Its arguments: the
+#: sandbox's pid, the address, the state directory (unused: it names the
+#: process's sandbox in ps).
 _RUN = '''\
 import os, sys, threading, time
 parent = int(sys.argv[1])
@@ -244,7 +246,7 @@ class Dashboard(object):
         try:
             self.proc = subprocess.Popen(
                 [self.python, '-c', _RUN, str(os.getpid()),
-                 '%s:%d' % (HOST, self.port)],
+                 '%s:%d' % (HOST, self.port), self.state_dir],
                 stdout=log, stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL, env=env, cwd=self.dir)
         finally:

@@ -196,7 +196,8 @@ class Sandbox(object):
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        for name in ('keystone.pid', 'nova-lease-engine.pid'):
+        for name in ('keystone.pid', 'nova-lease-engine.pid',
+                     'dashboard.pid'):
             try:
                 with open(os.path.join(self.state_dir, name)) as f:
                     pid = int(f.read())
