@@ -48,6 +48,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
 SETUP = os.path.join(ROOT, 'tools', 'setup-dashboard.sh')
 WIDTH, HEIGHT = 1400, 900
 PAGE_TIMEOUT = 120
+#: The sandbox's start, and Horizon's first page (it compiles its
+#: stylesheets meanwhile).
+READY_TIMEOUT = 600
 
 #: What a page shows: its address, title, heading, error messages.
 PAGE_JS = '''
@@ -118,7 +121,7 @@ class DashboardTest(testtools.TestCase):
             test_sandbox.state_dir(), '--dashboard', '--dashboard-port',
             str(cls.port), '--dashboard-python', python)
         try:
-            cls.demo = cls.sandbox.wait_ready()
+            cls.demo = cls.sandbox.wait_ready(READY_TIMEOUT)
             cls.admin = openrc.read_openrc(cls.sandbox.openrc_path('admin'))
             cls._register_host('host1')
         except BaseException:
@@ -151,7 +154,7 @@ class DashboardTest(testtools.TestCase):
         if self.skip_reason:
             self.skipTest(self.skip_reason)
         super().setUp()
-        self.chromium = browser.Browser(WIDTH, HEIGHT, timeout=PAGE_TIMEOUT)
+        self.chromium = browser.Browser(WIDTH, HEIGHT, timeout=300)
         self.chromium.__enter__()
         self.addCleanup(self.chromium.__exit__, None, None, None)
 
