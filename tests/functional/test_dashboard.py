@@ -52,14 +52,17 @@ PAGE_TIMEOUT = 120
 #: stylesheets meanwhile).
 READY_TIMEOUT = 600
 
-#: What a page shows: its address, title, heading, error messages.
+#: What a page shows: its address, title, heading, error messages, every
+#: message (also those that have faded out), its visible text.
 PAGE_JS = '''
 const errors = Array.from(document.querySelectorAll(
     '.alert-danger, .alert-error')).map(e => e.textContent.trim())
     .filter(t => t);
+const messages = Array.from(document.querySelectorAll('.alert')).map(
+    e => e.textContent.trim()).join('\n');
 const heading = document.querySelector('.page-header h1, h1, h2');
 return {url: location.href, ready: document.readyState,
-        title: document.title, errors: errors,
+        title: document.title, errors: errors, messages: messages,
         heading: heading ? heading.textContent.trim() : '',
         text: document.body ? document.body.innerText : ''};
 '''
@@ -226,7 +229,7 @@ class DashboardTest(testtools.TestCase):
         self.chromium.script(FILL_JS, '#id_name', fields)
         page = self._after_submit(what)
         self.assertIn('Lease %s was successfully created.' % fields['name'],
-                      page['text'], page['text'][:2000])
+                      page['messages'], page['text'][:2000])
         return self._row(fields['name'])
 
     def _rows(self):
@@ -262,7 +265,7 @@ class DashboardTest(testtools.TestCase):
             'end_date': _at(days=1, hours=2), 'resource_type': 'instance',
             'amount': '1', 'vcpus': '1', 'memory_mb': '512',
             'disk_gb': '1'}, 'an instance lease')
-        self.assertIn('Pending', row['text'])
+        self.assertIn('PENDING', row['text'].upper())
         page = self._open(row['href'].lstrip('/'), 'the lease details',
                           wait_for='virtual:instance')
         self.assertIn('dash-instances', page['text'])
@@ -316,7 +319,7 @@ class DashboardTest(testtools.TestCase):
                             'no confirmation of the deletion')
             time.sleep(0.2)
         page = self._after_submit('deleting a pending lease')
-        self.assertIn('dash-delete', page['text'])    # "Deleted Lease: ..."
+        self.assertIn('dash-delete', page['messages'])   # "Deleted ..."
         names = [r['name'] for r in self._rows()]
         # Finding of issue 29 (item 2, the lease API's semantics): deleting
         # a PENDING lease leaves it listed as TERMINATED, where Blazar
