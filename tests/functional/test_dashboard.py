@@ -47,10 +47,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 SETUP = os.path.join(ROOT, 'tools', 'setup-dashboard.sh')
 WIDTH, HEIGHT = 1400, 900
-PAGE_TIMEOUT = 120
-#: The sandbox's start, and Horizon's first page (it compiles its
+#: Seconds: a page's load, and what it loads afterwards.
+PAGE_TIMEOUT = int(os.environ.get('NOVA_LEASE_DASHBOARD_PAGE_TIMEOUT', 120))
+#: Seconds: the sandbox's start, and Horizon's first page (it compiles its
 #: stylesheets meanwhile).
-READY_TIMEOUT = 600
+READY_TIMEOUT = int(os.environ.get('NOVA_LEASE_DASHBOARD_READY_TIMEOUT',
+                                   600))
 
 #: What a page shows: its address, title, heading, error messages, every
 #: message (also those that have faded out), its visible text.
@@ -157,7 +159,8 @@ class DashboardTest(testtools.TestCase):
         if self.skip_reason:
             self.skipTest(self.skip_reason)
         super().setUp()
-        self.chromium = browser.Browser(WIDTH, HEIGHT, timeout=300)
+        self.chromium = browser.Browser(
+            WIDTH, HEIGHT, timeout=max(300, PAGE_TIMEOUT))
         self.chromium.__enter__()
         self.addCleanup(self.chromium.__exit__, None, None, None)
 
