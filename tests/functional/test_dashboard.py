@@ -77,7 +77,6 @@ const form = document.querySelector(arguments[0]).form;
 for (const [name, value] of Object.entries(arguments[1])) {
     const el = form.elements[name];
     el.value = value;
-    el.dispatchEvent(new Event('change', {bubbles: true}));
 }
 window.__nova_lease_before = true;
 form.submit();
@@ -128,7 +127,10 @@ class DashboardTest(testtools.TestCase):
         try:
             cls.demo = cls.sandbox.wait_ready(READY_TIMEOUT)
             cls.admin = openrc.read_openrc(cls.sandbox.openrc_path('admin'))
-            cls._register_host('host1')
+            # Blazar's instance reservations take slots on registered
+            # hosts only.
+            for host in ('host1', 'host2'):
+                cls._register_host(host)
         except BaseException:
             cls.sandbox.kill()
             raise
@@ -292,8 +294,8 @@ class DashboardTest(testtools.TestCase):
                    wait_for='host1')
         deadline = time.monotonic() + PAGE_TIMEOUT
         while not self.chromium.script(
-                'return document.querySelectorAll(".apexcharts-rangebar-area'
-                ' path").length;'):
+                'return document.querySelectorAll('
+                '".apexcharts-rangebar-area").length;'):
             self.assertLess(time.monotonic(), deadline,
                             'no lease bar in the host calendar')
             time.sleep(0.5)
