@@ -61,7 +61,7 @@ const errors = Array.from(document.querySelectorAll(
     '.alert-danger, .alert-error')).map(e => e.textContent.trim())
     .filter(t => t);
 const messages = Array.from(document.querySelectorAll('.alert')).map(
-    e => e.textContent.trim()).join('\n');
+    e => e.textContent.trim()).join(' | ');
 const heading = document.querySelector('.page-header h1, h1, h2');
 return {url: location.href, ready: document.readyState,
         title: document.title, errors: errors, messages: messages,
@@ -170,15 +170,16 @@ class DashboardTest(testtools.TestCase):
 
     def _page(self):
         deadline = time.monotonic() + PAGE_TIMEOUT
+        error = None
         while True:
             try:
                 page = self.chromium.script(PAGE_JS)
                 if page['ready'] == 'complete':
                     return page
-            except browser.WebDriverError:
-                pass     # between two pages
+            except browser.WebDriverError as e:
+                error = e    # between two pages
             self.assertLess(time.monotonic(), deadline,
-                            'the page did not load')
+                            'the page did not load (%s)' % error)
             time.sleep(0.2)
 
     def _check(self, page, what):
