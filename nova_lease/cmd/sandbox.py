@@ -18,6 +18,8 @@ and nova-lease-engine (a child process, restarted if it dies) on
                        [--nova-port 8774] [--demo [--keep-running]]
                        [--no-engine] [--debug]
                        [--devstack-layout [--devstack-port 80]]
+                       [--dashboard [--dashboard-port 8080]
+                        [--dashboard-python PYTHON]]
 
 Prints ``ready: source DIR/demo-openrc`` when the clients can be used;
 SIGINT/SIGTERM stop everything. See nova_lease.sandbox.
@@ -83,6 +85,17 @@ def parse_args(argv=None):
     parser.add_argument('--devstack-port', type=int, default=80,
                         help='port of --devstack-layout (default: '
                              '%(default)s)')
+    parser.add_argument('--dashboard', action='store_true',
+                        help='also serve Horizon with blazar-dashboard on '
+                             '127.0.0.1:--dashboard-port (an optional '
+                             'extra: tools/sandbox.sh --dashboard installs '
+                             'them in a virtualenv of their own)')
+    parser.add_argument('--dashboard-port', type=int, default=8080,
+                        help='port of --dashboard (default: %(default)s)')
+    parser.add_argument('--dashboard-python', default=None,
+                        help='python of the dashboard\'s virtualenv '
+                             '(default: $NOVA_LEASE_DASHBOARD_PYTHON, or '
+                             '.venv-dashboard next to this virtualenv)')
     parser.add_argument('--without-plugin', action='store_true',
                         help=argparse.SUPPRESS)
     return parser.parse_args(argv)
@@ -115,7 +128,9 @@ def main(argv=None):
         keep_running=args.keep_running, debug=args.debug,
         with_plugin=not args.without_plugin,
         with_engine=not args.no_engine,
-        devstack_port=args.devstack_port if args.devstack_layout else None)
+        devstack_port=args.devstack_port if args.devstack_layout else None,
+        dashboard_port=args.dashboard_port if args.dashboard else None,
+        dashboard_python=args.dashboard_python)
     return _finish(sandbox.run())
 
 

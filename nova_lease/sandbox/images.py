@@ -17,8 +17,11 @@ service of the catalog (``nova boot --image ID`` does GET
 ``<image endpoint>/v2/images/ID``). This WSGI app serves the fixture's
 images at ``http://127.0.0.1:<nova port>/image`` (mounted in front of
 nova-api by :func:`mount`): the versions document, ``GET /v2/images``
-(``?name=`` and ``?id=`` filters) and ``GET /v2/images/{id}``. It has no
-auth (the images are the fixture's public test images) and no write calls.
+(``?name=`` and ``?id=`` filters, ``id=in:A,B`` too) and ``GET
+/v2/images/{id}``, and the schemas that python-glanceclient reads before
+it lists images (``GET /v2/schemas/image`` and ``/v2/schemas/images``:
+Horizon's Images and Instances pages need them). It has no auth (the
+images are the fixture's public test images) and no write calls.
 """
 
 import datetime
@@ -62,6 +65,58 @@ def to_glance_v2(image):
     return out
 
 
+def _nullable(kind):
+    return {'type': [kind, 'null']}
+
+
+#: The image schema: the properties :func:`to_glance_v2` writes (Glance's
+#: names and types, each may be null here), other properties strings, as
+#: in Glance's own schema.
+IMAGE_SCHEMA = {
+    'name': 'image',
+    'properties': {
+        'id': {'type': 'string'},
+        'name': _nullable('string'),
+        'status': {'type': 'string'},
+        'visibility': {'type': 'string'},
+        'protected': {'type': 'boolean'},
+        'container_format': _nullable('string'),
+        'disk_format': _nullable('string'),
+        'size': _nullable('integer'),
+        'min_ram': _nullable('integer'),
+        'min_disk': _nullable('integer'),
+        'tags': {'type': 'array', 'items': {'type': 'string'}},
+        'created_at': _nullable('string'),
+        'updated_at': _nullable('string'),
+        'self': {'type': 'string'},
+        'file': {'type': 'string'},
+        'schema': {'type': 'string'},
+    },
+    'additionalProperties': {'type': 'string'},
+    'links': [{'rel': 'self', 'href': '{self}'},
+              {'rel': 'enclosure', 'href': '{file}'},
+              {'rel': 'describedby', 'href': '{schema}'}],
+}
+IMAGES_SCHEMA = {
+    'name': 'images',
+    'properties': {
+        'images': {'type': 'array', 'items': IMAGE_SCHEMA},
+        'schema': {'type': 'string'},
+        'first': {'type': 'string'},
+        'next': {'type': 'string'},
+    },
+    'links': [{'rel': 'first', 'href': '{first}'},
+              {'rel': 'next', 'href': '{next}'},
+              {'rel': 'describedby', 'href': '{schema}'}],
+}
+
+
+def _matches(image, key, wanted):
+    if key == 'id' and wanted.startswith('in:'):
+        return image.get('id') in wanted[3:].split(',')
+    return image.get(key) == wanted
+
+
 def _json(body, status=200):
     return webob.Response(body=json.dumps(body).encode(), status=status,
                           content_type='application/json', charset=None)
@@ -85,11 +140,16 @@ class ImageApp(object):
                 'links': [{'rel': 'self',
                            'href': req.application_url + '/v2/'}]}]},
                          300 if path == '' else 200)
+        if path == '/v2/schemas/image':
+            return _json(IMAGE_SCHEMA)
+        if path == '/v2/schemas/images':
+            return _json(IMAGES_SCHEMA)
         if path == '/v2/images':
             images = [to_glance_v2(i) for i in self.images()]
             for key in ('name', 'id', 'status', 'visibility'):
                 if key in req.GET:
-                    images = [i for i in images if i.get(key) == req.GET[key]]
+                    images = [i for i in images
+                              if _matches(i, key, req.GET[key])]
             return _json({'images': images, 'first': '/v2/images',
                           'schema': '/v2/schemas/images'})
         if path.startswith('/v2/images/'):

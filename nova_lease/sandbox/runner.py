@@ -35,6 +35,7 @@ import time
 from oslo_config import cfg
 from oslo_log import log as logging
 
+from nova_lease.sandbox import dashboard as dash
 from nova_lease.sandbox import engine as engine_proc
 from nova_lease.sandbox import keystone as ks
 from nova_lease.sandbox import openrc
@@ -66,7 +67,8 @@ class Sandbox(object):
     def __init__(self, state_dir, keystone_port=5000, nova_port=8774,
                  demo=False, keep_running=False, debug=False,
                  with_plugin=True, with_engine=True, out=None, err=None,
-                 devstack_port=None):
+                 devstack_port=None, dashboard_port=None,
+                 dashboard_python=None):
         self.state_dir = os.path.abspath(state_dir)
         self.keystone_port = keystone_port
         self.nova_port = nova_port
@@ -79,6 +81,9 @@ class Sandbox(object):
         self.err = err or sys.stderr
         self.t0 = time.monotonic()
         self.devstack_port = devstack_port
+        self.dashboard_port = dashboard_port
+        self.dashboard_python = dashboard_python
+        self.dashboard = None
         self.keystone = None
         self.nova = None
         self.engine = None
@@ -95,6 +100,8 @@ class Sandbox(object):
         ports = [('keystone', self.keystone_port), ('nova', self.nova_port)]
         if self.devstack_port is not None:
             ports.append(('devstack layout', self.devstack_port))
+        if self.dashboard_port is not None:
+            ports.append(('dashboard', self.dashboard_port))
         for name, port in ports:
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -106,8 +113,9 @@ class Sandbox(object):
             finally:
                 sock.close()
         if len(set(port for _, port in ports)) != len(ports):
-            raise SandboxError('--keystone-port, --nova-port and '
-                               '--devstack-port must differ')
+            raise SandboxError('--keystone-port, --nova-port, '
+                               '--devstack-port and --dashboard-port must '
+                               'differ')
 
     def _setup_logging(self):
         log_file = os.path.join(self.state_dir, 'nova.log')
@@ -151,6 +159,16 @@ class Sandbox(object):
         ks_thread = threading.Thread(target=self._keystone_thread,
                                      name='keystone-setup', daemon=True)
         ks_thread.start()
+        if self.dashboard_port is not None:
+            # Horizon needs only Keystone's URL to start; it compiles its
+            # stylesheets while Nova starts.
+            self.dashboard = dash.Dashboard(
+                self.state_dir, self.dashboard_port, self.keystone.url,
+                python=self.dashboard_python)
+            try:
+                self.dashboard.start()
+            except dash.DashboardError as e:
+                raise SandboxError(str(e))
 
         self.nova = nova_aio.NovaAllInOne(
             self.state_dir, self.nova_port, self.keystone.url, passwords,
@@ -189,6 +207,16 @@ class Sandbox(object):
                 raise SandboxError(str(e))
         self._set_demo_quota()
         self._write_openrc(passwords)
+        if self.dashboard is not None:
+            try:
+                self.dashboard.wait_ready()
+            except dash.DashboardError as e:
+                raise SandboxError(str(e))
+            self.progress('dashboard: Horizon with blazar-dashboard on %s '
+                          '(pid %d; log in %s); log in as admin or demo '
+                          'with the passwords of the openrc files'
+                          % (self.dashboard.url, self.dashboard.pid,
+                             self.dashboard.log_path))
 
     def _set_demo_quota(self):
         from nova_lease.sandbox import nova_aio
@@ -213,6 +241,13 @@ class Sandbox(object):
     # -- shut-down ---------------------------------------------------------
 
     def stop(self):
+        if self.dashboard is not None:
+            self.progress('stopping the dashboard')
+            dashboard, self.dashboard = self.dashboard, None
+            try:
+                dashboard.stop()
+            except Exception:
+                LOG.exception('stopping the dashboard failed')
         if self.engine is not None:
             # First, while Nova still answers: it finishes or releases
             # what it is doing.

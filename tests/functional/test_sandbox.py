@@ -159,9 +159,9 @@ class Sandbox(object):
                 self._fail('no expected line within %d s\n%s'
                            % (timeout, self.terminal()))
 
-    def wait_ready(self):
+    def wait_ready(self, timeout=READY_TIMEOUT):
         line = self.wait_for_line(lambda line: line.startswith('ready: '),
-                                  READY_TIMEOUT)
+                                  timeout)
         path = self.openrc_path('demo')
         if line != 'ready: source %s' % path:
             self._fail('unexpected ready line %r' % line)
@@ -196,7 +196,8 @@ class Sandbox(object):
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        for name in ('keystone.pid', 'nova-lease-engine.pid'):
+        for name in ('keystone.pid', 'nova-lease-engine.pid',
+                     'dashboard.pid'):
             try:
                 with open(os.path.join(self.state_dir, name)) as f:
                     pid = int(f.read())
