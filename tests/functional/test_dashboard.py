@@ -327,8 +327,5 @@ class DashboardTest(testtools.TestCase):
         page = self._after_submit('deleting a pending lease')
         self.assertIn('dash-delete', page['messages'])   # "Deleted ..."
         names = [r['name'] for r in self._rows()]
-        # Finding of issue 29 (item 2, the lease API's semantics): deleting
-        # a PENDING lease leaves it listed as TERMINATED, where Blazar
-        # removes it. Flip to a plain assertion once that is fixed.
-        self.expectFailure('issue 29: a deleted PENDING lease stays listed',
-                           self.assertNotIn, 'dash-delete', names)
+        # Removed, as Blazar removes a lease that never started.
+        self.assertNotIn('dash-delete', names)
