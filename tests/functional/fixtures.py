@@ -353,7 +353,8 @@ class FakeKeystone(fixtures.Fixture):
     * ``/identity/v3``: version discovery and ``POST /auth/tokens`` with the
       password method (any user of :attr:`users`, password
       :attr:`PASSWORD`, scoped to any project id), answering a token with a
-      service catalog: ``compute`` -> ``/v2.1``, ``reservation`` ->
+      service catalog: ``identity`` -> ``/identity``, ``compute`` ->
+      ``/v2.1``, ``reservation`` ->
       ``/v2.1/os-reservation``, ``image`` -> ``/image``;
     * ``/image/v2/images...``: image look-ups from Nova's GlanceFixture (the
       ``nova`` CLI resolves ``--image`` through the catalog's image
@@ -505,7 +506,10 @@ class FakeKeystone(fixtures.Fixture):
             methods=['password'])
         for role in roles:
             body.add_role(name=role)
-        services = [('compute', 'nova', self.compute_url),
+        # identity: OpenStackClient's commands build an identity client
+        # (server list does, to resolve --user and --project if given).
+        services = [('identity', 'keystone', self.url + '/identity'),
+                    ('compute', 'nova', self.compute_url),
                     ('reservation', 'nova_lease', self.reservation_url),
                     ('image', 'glance', self.image_url)]
         if self.placement_url:

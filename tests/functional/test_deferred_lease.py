@@ -178,12 +178,20 @@ class TestShelvedFromTheBoot(FutureServerTest):
         self.assertEqual(
             {'lease_id': lease['id'], 'lease_status': 'reserved'},
             jsonutils.loads(test_harness._table_value(shown, 'metadata')))
-        # nova list --name; openstack server show by name. (openstack
-        # server list asks the catalog for an identity endpoint, which
-        # the harness's Keystone does not list.)
+        # nova list --name; openstack server list (with --name) and show
+        # by name.
         listed = self.nova_cli('list', '--name', '^vm1$')
         self.assertIn(server_id, listed)
         self.assertNotIn(server_id, self.nova_cli('list', '--name', 'vm2'))
+        listed = jsonutils.loads(self.openstack_cli(
+            'server', 'list', '-f', 'json'))
+        self.assertEqual([(server_id, 'vm1', 'SHELVED_OFFLOADED')],
+                         [(s['ID'], s['Name'], s['Status']) for s in listed])
+        listed = jsonutils.loads(self.openstack_cli(
+            'server', 'list', '--name', '^vm1$', '-f', 'json'))
+        self.assertEqual([server_id], [s['ID'] for s in listed])
+        self.assertEqual([], jsonutils.loads(self.openstack_cli(
+            'server', 'list', '--name', 'vm2', '-f', 'json')))
         shown = jsonutils.loads(self.openstack_cli(
             'server', 'show', 'vm1', '-f', 'json'))
         self.assertEqual((server_id, 'SHELVED_OFFLOADED'),
