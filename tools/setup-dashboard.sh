@@ -16,6 +16,11 @@ if [ -z "$PY" ]; then
     done
 fi
 REQS=tools/dashboard-requirements.txt
+# One installation at a time (two test workers, or a test and the
+# sandbox, may ask at once): the others wait, then find it done.
+mkdir -p "$(dirname "$DVENV")"
+exec 9>"$DVENV.lock"
+flock 9
 if [ ! -x "$DVENV/bin/python" ]; then
     echo "setup-dashboard: creating $DVENV with $PY" >&2
     "$PY" -m venv "$DVENV"

@@ -19,6 +19,9 @@ reservation's project while its lease is ACTIVE:
 * the servers that hold a slot (nova_lease.plugins.flavor.holders: with
   the flavor, in any state, being built or resized away) leave
   ``slots left``;
+* (with ``[nova_lease] instance_reservation_overflow = refuse``, the
+  default; ``error`` passes every such boot on to Nova, as Blazar does,
+  and LeaseFilter's refusal puts the servers over the slots in ERROR)
 * ``min_count`` (1 if absent) over the slots left: 409 in Nova's fault
   format (``conflictingRequest``) naming the reservation, its slots left
   and its amount, nothing else; nothing is created. A 409, not Nova's
@@ -44,6 +47,7 @@ others end in ERROR (NoValidHost).
 import threading
 import time
 
+from oslo_config import cfg
 from oslo_log import log as logging
 from oslo_utils import timeutils
 import webob.exc
@@ -58,6 +62,10 @@ from nova_lease.plugins import types
 from nova_lease import status
 
 LOG = logging.getLogger(__name__)
+
+#: ``[nova_lease] instance_reservation_overflow`` values.
+OVERFLOW_REFUSE = 'refuse'
+OVERFLOW_ERROR = 'error'
 
 #: Seconds a flavor's reservation (or none) is reused without asking
 #: Nova's API database. A flavor's extra specs are set when the lease API
@@ -133,6 +141,10 @@ class SlotBoots(object):
         if counts is None:
             return None, False
         left, amount = counts
+        if self._overflow() == OVERFLOW_ERROR:
+            # As Blazar: the scheduler decides (LeaseFilter), the servers
+            # over the slots end in ERROR.
+            return None, False
         try:
             low = int(server.get('min_count', 1))
             high = int(server.get('max_count', low))
@@ -153,6 +165,12 @@ class SlotBoots(object):
             server['max_count'] = left
             return None, True
         return None, False
+
+    def _overflow(self):
+        try:
+            return self._conf_source().nova_lease.instance_reservation_overflow
+        except (AttributeError, cfg.Error):
+            return OVERFLOW_REFUSE
 
     def _counts(self, ctx, rid):
         """(slots left, amount) of reservation ``rid`` if it is an ACTIVE

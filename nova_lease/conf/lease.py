@@ -93,6 +93,25 @@ Related options:
                default='365d',
                help='Longest lease a project may ask for. ' + DURATION_HELP
                     + ' 0 means no limit.'),
+    cfg.StrOpt('instance_reservation_overflow',
+               default='refuse',
+               choices=[
+                   ('refuse', "nova-api answers 409 (Nova's "
+                              "conflictingRequest) to a boot with an "
+                              "instance reservation's flavor whose "
+                              "min_count is over the slots left, and "
+                              "lowers a max_count over them; nothing is "
+                              "created."),
+                   ('error', "As Blazar: such a boot goes to Nova "
+                             "untouched; the scheduler's LeaseFilter "
+                             "gives the servers over the slots no host, "
+                             "so they end in ERROR (NoValidHost), as "
+                             "Blazar's acceptance tests expect.")],
+               help="What a boot over the slots left of an instance "
+                    "reservation (a Blazar flavor:instance or "
+                    "virtual:instance reservation's flavor) gets. Either "
+                    "way no reservation ever runs more servers than its "
+                    "amount."),
     cfg.StrOpt('on_end',
                default='delete',
                choices=[('delete', 'Delete the leased instances.'),

@@ -256,6 +256,27 @@ class FlavorReservationTest(FlavorLeaseMixin, base.LeaseFunctionalBase):
             self.lease_db, lease_id=lease['id'])}
         self.assertEqual({'deleted'}, statuses)
 
+    def test_overflow_error_as_blazar(self):
+        # [nova_lease] instance_reservation_overflow = error: the boot over
+        # the slots goes to Nova and ends in ERROR (Blazar's acceptance
+        # tests expect it), and still gets no host.
+        self.flags(instance_reservation_overflow='error', group='nova_lease')
+        lease = self._create(self._lease_body('now', self._at(hours=1),
+                                              reservations=[{
+                                                  'resource_type':
+                                                      'flavor:instance',
+                                                  'flavor_id': '1',
+                                                  'amount': 1,
+                                                  'affinity': None,
+                                                  'resource_properties':
+                                                      ''}]))
+        [res] = lease['reservations']
+        self.engine.process_due()
+        first = self._boot_reserved(res, 'f1')
+        over = self._boot_reserved(res, 'f2', wait='ERROR')
+        self.assertIn('No valid host', over['fault']['message'])
+        self.assertEqual('ACTIVE', self.api.get_server(first['id'])['status'])
+
     def test_dates_change_while_the_slots_fit(self):
         # Placement offers 7,680 MB on host1 and 15,872 MB on host2: one
         # 7,680 MB slot there, two here.
