@@ -94,11 +94,10 @@ class HostRegistrationTest(_ForcedBootMixin, test_lease_api.LeaseAPIMixin,
         allocation = db_api.allocation_list(self.lease_db,
                                             lease_id=lease['id'])[0]
         host = allocation['host']
-        # (Wait for the build so that only the allocation is in the way
-        # once its server is gone.)
-        for server in self.api.get_servers():
-            self._wait_for_state_change(server, 'ACTIVE')
-            self._delete_server(server)
+        # Its server waits shelved-offloaded, on no host: only the
+        # allocation is in the way.
+        [server] = self.api.get_servers()
+        self._wait_for_state_change(server, 'SHELVED_OFFLOADED')
         body = self._register(host, status=409)
         self.assertEqual('HostHavingAllocations', body['error_name'])
         self.assertIn(host, body['error_message'])
