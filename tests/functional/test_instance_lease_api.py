@@ -172,8 +172,12 @@ class TestLeasedBoot(LeaseApiBase):
         self.assertEqual(
             sorted(r['id'] for r in lease['reservations']),
             sorted(a['reservation_id'] for a in allocations))
-        # Their servers are created at the start.
-        self.assertEqual([], self._servers())
+        # Their servers wait shelved-offloaded, on no host, until the
+        # start.
+        self.assertEqual(
+            [('SHELVED_OFFLOADED', None)] * 2,
+            [(s['status'], s['OS-EXT-SRV-ATTR:host'])
+             for s in self._servers()])
 
     def test_no_capacity_is_409_and_nothing_left(self):
         self.useFixture(base.fixtures.MockPatchObject(
