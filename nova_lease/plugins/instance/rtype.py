@@ -18,8 +18,8 @@ Its steps of the booking pipeline (nova_lease.booking.pipeline):
 * book: one reservation per server the boot may create; a lease that
   starts later (or an ``immediate`` one) is admitted against the
   capacity calendar (nova_lease.scheduler.admission), its promised
-  hosts booked; a lease whose servers are created at its start keeps
-  their boot requests (:mod:`.leases`);
+  hosts booked (its servers wait shelved-offloaded until the start:
+  nova_lease.api_ext.shelved);
 * move: a PENDING lease is admitted again over its new window; a
   started one keeps each server where it runs (nova_lease.plugins
   .instance.leases.move_instance_lease);
