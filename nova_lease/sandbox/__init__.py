@@ -22,6 +22,7 @@ package holds its parts:
 * :mod:`.engine` runs nova-lease-engine as a child process (the installed
   console script on a configuration file of its own), restarts it when it
   dies and stops it at the end;
+* :mod:`.children` stops those child processes;
 * :mod:`.openrc` writes the openrc files;
 * :mod:`.demo` is the scripted scenario of ``--demo``;
 * :mod:`.runner` ties them together.

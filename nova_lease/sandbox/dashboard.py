@@ -36,6 +36,8 @@ import urllib.request
 
 from oslo_log import log as logging
 
+from nova_lease.sandbox import children
+
 LOG = logging.getLogger(__name__)
 
 HOST = '127.0.0.1'
@@ -283,15 +285,7 @@ class Dashboard(object):
         proc, self.proc = self.proc, None
         if proc is None:
             return
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                LOG.warning('the dashboard did not stop in %d s; killing it',
-                            timeout)
-                proc.kill()
-                proc.wait()
+        children.terminate(proc, timeout, 'the dashboard')
         try:
             os.unlink(self.pid_path)
         except OSError:

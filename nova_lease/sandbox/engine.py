@@ -54,6 +54,8 @@ import time
 
 from oslo_log import log as logging
 
+from nova_lease.sandbox import children
+
 LOG = logging.getLogger(__name__)
 
 SCRIPT = 'nova-lease-engine'
@@ -280,15 +282,7 @@ class EngineProcess(object):
         return None
 
     def _terminate(self, proc):
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(SHUTDOWN_TIMEOUT + 10)
-            except subprocess.TimeoutExpired:
-                LOG.warning('%s (pid %d) did not stop; killing it', SCRIPT,
-                            proc.pid)
-                proc.kill()
-                proc.wait()
+        children.terminate(proc, SHUTDOWN_TIMEOUT + 10, SCRIPT)
 
     def _supervise(self):
         delay = self.restart_delay

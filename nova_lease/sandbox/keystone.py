@@ -35,6 +35,8 @@ from keystoneauth1.identity import v3 as ks_v3
 from keystoneauth1 import session as ks_session
 from oslo_log import log as logging
 
+from nova_lease.sandbox import children
+
 LOG = logging.getLogger(__name__)
 
 HOST = '127.0.0.1'
@@ -221,15 +223,7 @@ class Keystone(object):
         proc, self.proc = self.proc, None
         if proc is None:
             return
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                LOG.warning('keystone did not stop in %d s; killing it',
-                            timeout)
-                proc.kill()
-                proc.wait()
+        children.terminate(proc, timeout, 'keystone')
         try:
             os.unlink(self.pid_path)
         except OSError:
