@@ -68,7 +68,18 @@ def fault(exc):
     return os_wsgi.Fault(exc)
 
 
-class LeaseMiddleware(object):
+class _PasteFilter(object):
+    """A paste filter that paste.deploy builds with ``<class>.factory``."""
+
+    @classmethod
+    def factory(cls, global_config, **local_config):
+        """paste.deploy filter factory (``paste.filter_factory``)."""
+        def _factory(app):
+            return cls(app, **local_config)
+        return _factory
+
+
+class LeaseMiddleware(_PasteFilter):
     """Paste filter for Nova's /v2.1 and /v2 pipelines.
 
     Routes (cheaply: a string test and a precompiled regex on PATH_INFO,
@@ -92,13 +103,6 @@ class LeaseMiddleware(object):
         # exception here stops paste.deploy); it registers in it.
         registration.register_nova_process(self._server_create.conf,
                                            registration.API)
-
-    @classmethod
-    def factory(cls, global_config, **local_config):
-        """paste.deploy filter factory (``paste.filter_factory``)."""
-        def _factory(app):
-            return cls(app, **local_config)
-        return _factory
 
     def __call__(self, environ, start_response):
         path = environ.get('PATH_INFO', '')
@@ -142,7 +146,7 @@ class LeaseMiddleware(object):
         return lease_router.handle(req, ctx, match.group('rest'), href)
 
 
-class VersionsMiddleware(object):
+class VersionsMiddleware(_PasteFilter):
     """Paste filter before ``authtoken``: the lease API's version document.
 
     ``GET`` (or ``HEAD``) of ``[/<project_id>]/os-reservation``, ``/v1``
@@ -155,13 +159,6 @@ class VersionsMiddleware(object):
 
     def __init__(self, application, **local_conf):
         self.application = application
-
-    @classmethod
-    def factory(cls, global_config, **local_config):
-        """paste.deploy filter factory (``paste.filter_factory``)."""
-        def _factory(app):
-            return cls(app, **local_config)
-        return _factory
 
     def __call__(self, environ, start_response):
         path = environ.get('PATH_INFO', '')
