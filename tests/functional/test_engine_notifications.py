@@ -60,6 +60,14 @@ class RabbitVhost(fixtures.Fixture):
         self.url = 'rabbit://guest:guest@%s/%s' % (RABBIT, self.name)
 
 
+def use_vhost(test):
+    """A :class:`RabbitVhost` for ``test``; the test skips without one."""
+    try:
+        return test.useFixture(RabbitVhost())
+    except Exception as e:
+        test.skipTest('RabbitMQ unavailable: %s' % e)
+
+
 class Endpoint(object):
     def __init__(self):
         self.received = []
@@ -88,10 +96,7 @@ class NotificationsRabbitTest(oslotest_base.BaseTestCase):
 
     def setUp(self):
         super().setUp()
-        try:
-            vhost = self.useFixture(RabbitVhost())
-        except Exception as e:
-            self.skipTest('RabbitMQ unavailable: %s' % e)
+        vhost = use_vhost(self)
         url = self.useFixture(
             db_fixtures.EmptyDatabase(db_fixtures.SQLITE)).url
         migration.upgrade(url)
@@ -245,10 +250,7 @@ class NovaExchangeTest(oslotest_base.BaseTestCase):
 
     def setUp(self):
         super().setUp()
-        try:
-            vhost = self.useFixture(RabbitVhost())
-        except Exception as e:
-            self.skipTest('RabbitMQ unavailable: %s' % e)
+        vhost = use_vhost(self)
         tmp = self.useFixture(fixtures.TempDir()).path
         messaging = {'oslo_messaging_notifications': {
             'driver': 'messagingv2', 'transport_url': vhost.url}}
