@@ -35,6 +35,7 @@ from nova import objects
 from nova import test as nova_test
 from nova.tests.functional import integrated_helpers
 from novaclient import client as nova_client
+from oslo_messaging import opts as oslo_messaging_opts
 from oslo_utils import importutils
 from sqlalchemy import exc as sqla_exc
 
@@ -50,6 +51,14 @@ from nova_lease.scheduler import filters as _lease_filters  # noqa: F401
 from tests.functional import fixtures as lease_fixtures
 
 CONF = nova.conf.CONF
+# oslo.messaging registers [DEFAULT] executor_thread_pool_size when a
+# server is made; registered here so that setUp can set it before.
+for _group, _opts in oslo_messaging_opts.list_opts():
+    if _group in (None, 'DEFAULT'):
+        CONF.register_opts([o for o in _opts
+                            if o.name == 'executor_thread_pool_size'])
+#: Workers of each RPC server's executor (see LeaseFunctionalBase.setUp).
+RPC_WORKERS = 8
 # The module of Nova's fixtures (``nova.tests.fixtures.nova`` as a dotted
 # attribute path is the nova package: the fixtures package imports it).
 nova_fixtures_module = importlib.import_module('nova.tests.fixtures.nova')
@@ -164,6 +173,14 @@ class LeaseFunctionalBase(integrated_helpers._IntegratedTestBase):
         self.useFixture(fixtures.MockPatchObject(
             nova_fixtures_module.CellDatabases, '_wrap_get_context_manager',
             lease_fixtures.untargeted_to_default_cell))
+        # Every service's RPC server here runs in this one process, each
+        # with oslo.messaging's threading executor: up to
+        # executor_thread_pool_size (64) workers each, kept until the
+        # server stops, and every idle worker wakes once a second
+        # (futurist's ThreadWorker.MAX_IDLE_FOR). A long test (the soak)
+        # grew to ~350 of them, which spent most of the process's CPU
+        # time and GIL on those wake-ups. One process needs far fewer.
+        self.flags(executor_thread_pool_size=RPC_WORKERS)
         super().setUp()
         self.keystone = self.useFixture(lease_fixtures.FakeKeystone(
             self.api_fixture.app(), self.glance, self.api.project_id,
