@@ -72,6 +72,10 @@ class Item(collections.namedtuple(
         'host start end vcpus memory_mb disk_gb whole_host ref')):
     """One demand in the calendar: ``host`` is held over ``[start, end)``.
 
+    ``start`` and ``end`` are naive UTC datetimes, or integer
+    microseconds since the epoch (:func:`to_us`; what the side database's
+    window reads give): a calendar computes in those, and items that all
+    come so skip a conversion (mixed, they are converted one by one).
     ``end=None`` means forever (a VM without a lease). ``whole_host=True``
     takes the whole host (its resource fields are ignored). ``ref`` is an
     opaque label (e.g. a reservation or instance id) kept with the item; it

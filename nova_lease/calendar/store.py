@@ -64,7 +64,11 @@ ZERO_USAGE = Usage(0, 0, 0, False)
 
 
 def to_us(value):
-    """Naive UTC datetime -> integer microseconds since the epoch."""
+    """Naive UTC datetime -> integer microseconds since the epoch (an
+    integer is taken as such already).
+    """
+    if isinstance(value, int):
+        return value
     if value.tzinfo is not None:
         value = value.astimezone(datetime.timezone.utc).replace(tzinfo=None)
     return (value - EPOCH) // ONE_US
@@ -97,11 +101,20 @@ def us_of(values):
 
 
 def column_us(values):
-    """A sequence of datetimes -> int64 array of microseconds."""
-    try:
-        return fromiter(us_of, values)
-    except TypeError:
-        return fromiter(functools.partial(map, to_us), values)
+    """A sequence of datetimes (or of integer microseconds since the
+    epoch, or both) -> int64 array of microseconds.
+    """
+    if values and isinstance(values[0], int):
+        try:
+            return fromiter(iter, values)
+        except TypeError:
+            pass
+    else:
+        try:
+            return fromiter(us_of, values)
+        except TypeError:
+            pass
+    return fromiter(functools.partial(map, to_us), values)
 
 
 def end_us(value):
@@ -151,7 +164,9 @@ def columns(items, index):
     hidx = fromiter(lambda part: map(index.__getitem__, map(hosts, part)),
                     items)
     start = column_us(list(map(operator.itemgetter(1), items)))
-    end = column_us([FOREVER if it[2] is None else it[2] for it in items])
+    # (Forever as the starts are given: one type makes the fast path.)
+    forever = FOREVER_US if isinstance(items[0][1], int) else FOREVER
+    end = column_us([forever if it[2] is None else it[2] for it in items])
     end[end >= FOREVER_US] = INF
     vcpus, mem, disk = column(3), column(4), column(5)
     whole = column(6, bool)

@@ -135,6 +135,7 @@ change_rows = changes.change_rows
 live_allocation_rows = capacity.live_allocation_rows
 live_reservation_rows = capacity.live_reservation_rows
 span_lookback = capacity.span_lookback
+window_allocation_items = capacity.window_allocation_items
 window_allocation_rows = capacity.window_allocation_rows
 linked_instance_rows = capacity.linked_instance_rows
 registered_hostnames = capacity.registered_hostnames

@@ -99,14 +99,37 @@ def span_lookback(span_class):
     return datetime.timedelta(hours=2 ** span_class) + _SPAN_MARGIN
 
 
-def _window_statement(by_host, live, micros=False):
+def _micros(date, dialect):
+    """SQL: ``date`` (a naive UTC DATETIME column) as integer microseconds
+    since the epoch. The window reads return dates so: the calendar takes
+    them as they are, and a database client decodes an integer several
+    times faster than a date (MySQL's, SQLAlchemy's for SQLite's text).
+    """
+    if dialect == 'mysql':
+        return sa.func.timestampdiff(sa.literal_column('MICROSECOND'),
+                                     sa.literal_column("'1970-01-01'"),
+                                     date)
+    if dialect == 'postgresql':
+        return sa.cast(sa.func.extract('epoch', date) * 1000000,
+                       sa.BigInteger)
+    # SQLite: SQLAlchemy stores 'YYYY-MM-DD HH:MM:SS.ffffff'. The whole
+    # seconds by strftime of the text without its fraction (with it,
+    # SQLite rounds to the millisecond: .999999 would be the next
+    # second), plus the fraction's digits ('' -> 0 when absent).
+    return (sa.cast(sa.func.strftime('%s', sa.func.substr(date, 1, 19)),
+                    sa.BigInteger) * 1000000 +
+            sa.cast(sa.func.substr(date, 21, 6), sa.BigInteger))
+
+
+def _window_statement(by_host, live, dialect):
     """Allocations overlapping [:start, :end): one index range per span
     class (per host of the expanding :hosts with ``by_host``); class k's
     lower bound is :lb<k>. With ``live``, only those of live reservations
-    of leases not ended at :now. With ``micros``, the dates come as
-    microseconds since the epoch (MySQL: its client decodes a DATETIME
-    several times slower than an integer). Built once (see
-    window_allocation_rows).
+    of leases not ended at :now. Columns: the calendar's item fields
+    (nova_lease.calendar.Item: host, start, end as microseconds since
+    the epoch, vcpus, memory_mb, disk_gb, whole_host, reservation_id),
+    then the allocation's id. Built once per dialect (see
+    window_allocation_items).
     """
     alloc = ALLOCATIONS
     ranges = []
@@ -119,14 +142,11 @@ def _window_statement(by_host, live, micros=False):
             terms.insert(0, alloc.c.host.in_(
                 sa.bindparam('hosts', expanding=True)))
         ranges.append(sa.and_(*terms))
-    dates = [alloc.c.start_date, alloc.c.end_date]
-    if micros:
-        dates = [sa.func.timestampdiff(sa.literal_column('MICROSECOND'),
-                                       sa.literal_column("'1970-01-01'"),
-                                       date) for date in dates]
-    stmt = sa.select(alloc.c.id, alloc.c.reservation_id, alloc.c.host,
-                     *dates, alloc.c.vcpus, alloc.c.memory_mb,
-                     alloc.c.disk_gb, alloc.c.whole_host)
+    stmt = sa.select(alloc.c.host, _micros(alloc.c.start_date, dialect),
+                     _micros(alloc.c.end_date, dialect), alloc.c.vcpus,
+                     alloc.c.memory_mb, alloc.c.disk_gb,
+                     alloc.c.whole_host, alloc.c.reservation_id,
+                     alloc.c.id)
     where = [sa.or_(*ranges), alloc.c.end_date > sa.bindparam('start')]
     if live:
         stmt = stmt.select_from(alloc.join(RESERVATIONS).join(LEASES))
@@ -139,34 +159,55 @@ def _window_statement(by_host, live, micros=False):
     return stmt.where(*where)
 
 
-_WINDOW = {(by_host, live, micros): _window_statement(by_host, live, micros)
+_WINDOW = {(by_host, live, dialect): _window_statement(by_host, live,
+                                                       dialect)
            for by_host in (False, True) for live in (False, True)
-           for micros in (False, True)}
+           for dialect in ('sqlite', 'mysql', 'postgresql')}
 
 
 _EPOCH = datetime.datetime(1970, 1, 1)
 
 
-def _from_micros(row):
-    return row[:3] + (
-        _EPOCH + datetime.timedelta(microseconds=row[3]),
-        _EPOCH + datetime.timedelta(microseconds=row[4])) + row[5:]
+def _from_micros(micros):
+    return _EPOCH + datetime.timedelta(microseconds=micros)
 
 
-def window_allocation_rows(db, now, dead_reservations, dead_leases, start,
-                           end, hosts=None, live=True):
+def window_allocation_items(db, now, dead_reservations, dead_leases, start,
+                            end, hosts=None, live=True):
     """Allocations overlapping [start, end) of live reservations of leases
     not ended at ``now`` (see live_allocation_rows), on ``hosts``
     (hypervisor hostnames) or every host, in the caller's transaction.
 
-    Rows ``(id, reservation_id, host, start_date, end_date, vcpus,
-    memory_mb, disk_gb, whole_host)``. Reads only the allocations that
+    Tuples of the calendar's item fields (nova_lease.calendar.Item):
+    ``(host, start, end, vcpus, memory_mb, disk_gb, whole_host,
+    reservation_id)``, the dates as integer microseconds since the epoch
+    (what the calendar computes with). Reads only the allocations that
     start within their class's bound before ``start``: the cost follows
     the allocations near the window, not the table's size. With ``live``
     False, the allocations of reservations and leases that hold nothing
     any more are read too (a superset: what a plan may start from), from
     the covering index alone, without reading their reservation and lease.
     """
+    return [row[:8] for row in _window_rows(
+        db, now, dead_reservations, dead_leases, start, end, hosts, live)]
+
+
+def window_allocation_rows(db, now, dead_reservations, dead_leases, start,
+                           end, hosts=None, live=True):
+    """The allocations window_allocation_items reads, as rows ``(id,
+    reservation_id, host, start_date, end_date, vcpus, memory_mb,
+    disk_gb, whole_host)`` with naive UTC datetimes.
+    """
+    return [(aid, rid, host, _from_micros(a_start), _from_micros(a_end),
+             vcpus, memory_mb, disk_gb, whole)
+            for (host, a_start, a_end, vcpus, memory_mb, disk_gb, whole,
+                 rid, aid) in _window_rows(
+                db, now, dead_reservations, dead_leases, start, end, hosts,
+                live)]
+
+
+def _window_rows(db, now, dead_reservations, dead_leases, start, end, hosts,
+                 live):
     start, end = common.naive_utc(start), common.naive_utc(end)
     params = {'start': start, 'end': end}
     if live:
@@ -181,12 +222,9 @@ def window_allocation_rows(db, now, dead_reservations, dead_leases, start,
             return []
         params['hosts'] = hosts
     with transaction.reading(db) as session:
-        micros = transaction.connection_of(session).dialect.name == 'mysql'
-        statement = _WINDOW[hosts is not None, bool(live), micros]
-        rows = [tuple(row) for row in session.execute(statement, params)]
-    if micros:
-        rows = [_from_micros(row) for row in rows]
-    return rows
+        dialect = transaction.connection_of(session).dialect.name
+        statement = _WINDOW[hosts is not None, bool(live), dialect]
+        return [tuple(row) for row in session.execute(statement, params)]
 
 
 def linked_instance_rows(db, now, live_statuses, dead_leases,

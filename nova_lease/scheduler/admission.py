@@ -147,7 +147,9 @@ def _registered(session):
 # -- planning ----------------------------------------------------------------
 
 def _item(host, demand, start, end):
-    return calendar.Item.for_demand(host, demand, start, end, ref=_NEW)
+    # Dates in microseconds, as the window reads give them.
+    return calendar.Item.for_demand(host, demand, calendar.to_us(start),
+                                    calendar.to_us(end), ref=_NEW)
 
 
 def _plan(items, loads, demand, count, start, end):
@@ -178,19 +180,12 @@ def _plan(items, loads, demand, count, start, end):
 def _still_fits(items, loads, demand, hosts, start, end):
     """Do the planned instances fit next to ``items`` (fresh)?"""
     chosen = set(hosts)
-    planned = [i for i in items if i.host in chosen] + [
+    planned = [i for i in items if i[0] in chosen] + [
         _item(h, demand, start, end) for h in hosts]
     cal = calendar.Calendar({}, planned)
     members = [k for k, host in enumerate(loads.hosts) if host in chosen]
     return all(fit.fits(cal, loads.subset(members), calendar.Demand(),
                         start, end))
-
-
-def _items(rows):
-    return [calendar.Item(host, a_start, a_end, vcpus, memory_mb, disk_gb,
-                          bool(whole), rid)
-            for (_aid, rid, host, a_start, a_end, vcpus, memory_mb, disk_gb,
-                 whole) in rows]
 
 
 def _names(names):
@@ -259,10 +254,10 @@ class _Admission(object):
     def _window(self, live):
         """{host: [Item]} of the allocations overlapping the window."""
         items_of = collections.defaultdict(list)
-        for item in _items(db_api.window_allocation_rows(
+        for item in db_api.window_allocation_items(
                 self.session, self.now, DEAD_RESERVATIONS, DEAD_LEASES,
-                self.start, self.end, live=live)):
-            items_of[item.host].append(item)
+                self.start, self.end, live=live):
+            items_of[item[0]].append(item)
         return items_of
 
     def _loads(self, hosts, verified, leased):
@@ -349,10 +344,10 @@ class _Admission(object):
                 locked |= new
             # Under the locks, fresh: what concurrent writers committed.
             fresh = collections.defaultdict(list)
-            for item in _items(db_api.window_allocation_rows(
+            for item in db_api.window_allocation_items(
                     session, self.now, DEAD_RESERVATIONS, DEAD_LEASES,
-                    start, end, hosts=chosen)):
-                fresh[item.host].append(item)
+                    start, end, hosts=chosen):
+                fresh[item[0]].append(item)
             for host in chosen:
                 items_of[host] = fresh.get(host, [])
             now_registered = db_api.registered_hostnames(session, chosen)
@@ -467,9 +462,9 @@ class MovePlan(object):
                                    self.now, _FOREVER, self.now)
             self.loads = admission._loads(self.hosts, {},
                                           admission._leased())
-            self.items = _items(db_api.window_allocation_rows(
+            self.items = db_api.window_allocation_items(
                 session, self.now, DEAD_RESERVATIONS, DEAD_LEASES,
-                self.now, _FOREVER, hosts=[h.name for h in self.hosts]))
+                self.now, _FOREVER, hosts=[h.name for h in self.hosts])
 
     def check(self, servers, exclude):
         """None when ``servers`` (``[(server id, Demand)]``, or
@@ -487,7 +482,7 @@ class MovePlan(object):
             return 'no other compute host takes servers'
         loads = self.loads.subset(keep)
         names = set(loads.hosts)
-        items = [i for i in self.items if i.host in names]
+        items = [i for i in self.items if i[0] in names]
         now = self.now
         spread = {}
         for server in sorted(
@@ -511,7 +506,8 @@ class MovePlan(object):
                        key=lambda kr: (kr[1], loads.hosts[kr[0]]))[0]
             if key is not None:
                 spread.setdefault(key, set()).add(loads.hosts[best])
-            items.append(calendar.Item(loads.hosts[best], now, None,
+            items.append(calendar.Item(loads.hosts[best],
+                                       calendar.to_us(now), None,
                                        demand.vcpus, demand.memory_mb,
                                        demand.disk_gb, False, server_id))
         return None

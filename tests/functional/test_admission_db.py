@@ -305,6 +305,32 @@ class _WindowReadTests(object):
                 (hosts is None or a['host'] in hosts)),
                 sorted(r[0] for r in rows), (s, e, hosts))
 
+    def test_dates_to_the_microsecond(self):
+        # The window reads give dates as integer microseconds (computed by
+        # the database): exact, fraction or not, before or after the
+        # epoch's 2**31 seconds.
+        dates = [(NOW + datetime.timedelta(microseconds=123457),
+                  NOW + HOUR + datetime.timedelta(microseconds=999999)),
+                 (NOW + 2 * HOUR, NOW + 3 * HOUR),
+                 (datetime.datetime(2039, 1, 19, 3, 14, 8, 1),
+                  datetime.datetime(2039, 1, 19, 5, 0, 0, 500000))]
+        for n, (start, end) in enumerate(dates):
+            self._lease(NOW, end + HOUR, [
+                {'host': 'host%d' % n, 'start_date': start,
+                 'end_date': end}])
+        with self.db.reader() as session:
+            rows = api.window_allocation_rows(
+                session, NOW, admission.DEAD_RESERVATIONS,
+                admission.DEAD_LEASES, NOW, dates[-1][1])
+            items = api.window_allocation_items(
+                session, NOW, admission.DEAD_RESERVATIONS,
+                admission.DEAD_LEASES, NOW, dates[-1][1], live=False)
+        self.assertEqual(sorted(dates), sorted((r[3], r[4]) for r in rows))
+        self.assertEqual(
+            sorted((calendar.to_us(s), calendar.to_us(e)) for s, e in dates),
+            sorted((i[1], i[2]) for i in items))
+        self.assertEqual({int}, {type(i[1]) for i in items})
+
     def test_span_class_follows_date_changes(self):
         lease = self._lease(NOW, NOW + 10000 * HOUR, [
             {'host': 'host1', 'start_date': NOW + HOUR,

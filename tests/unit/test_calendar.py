@@ -324,6 +324,38 @@ class LargeRandomTest(testtools.TestCase):
             ref.free_periods(h, demand, 20 * minute, T(0), T(3500, minute)),
             cal.free_periods(h, demand, 20 * minute, T(0), T(3500, minute)))
 
+    @settings(max_examples=8, deadline=None, database=None)
+    @given(st.integers(0, 2 ** 32), st.integers(50, 400),
+           st.sampled_from(['all', 'mixed']))
+    def test_items_in_microseconds(self, seed, n_items, how):
+        # The side database's window reads give dates as integer
+        # microseconds (admission); all so, or mixed with datetimes, the
+        # calendar answers as with the datetimes.
+        rng, caps, items = self._scenario(seed, n_items)
+
+        def us(item, k):
+            if how == 'mixed' and k % 3:
+                return item
+            return item._replace(
+                start=calendar.to_us(item.start),
+                end=None if item.end is None else calendar.to_us(item.end))
+
+        cal = calendar.Calendar(caps, items)
+        cal_us = calendar.Calendar(caps, [us(i, k)
+                                          for k, i in enumerate(items)])
+        minute = datetime.timedelta(minutes=1)
+        for _ in range(10):
+            s = T(rng.randrange(-10, 3300), minute)
+            e = rng.choice([None, s + rng.randrange(0, 1500) * minute])
+            demand = calendar.Demand(rng.randint(0, 20), rng.randint(0, 40),
+                                     rng.randint(0, 30))
+            self.assertEqual(cal.hosts_that_fit(demand, s, e),
+                             cal_us.hosts_that_fit(demand, s, e))
+            h = rng.choice(_ALL_HOSTS)
+            self.assertEqual(cal.peak(h, s, e), cal_us.peak(h, s, e))
+            self.assertEqual(cal.slack_seconds(demand, s, e),
+                             cal_us.slack_seconds(demand, s, e))
+
 
 class CapacityTest(testtools.TestCase):
 
