@@ -33,6 +33,7 @@ import time
 from oslo_log import log as logging
 from oslo_utils import timeutils
 
+from nova_lease.booking import pipeline
 from nova_lease.db import api as db_api
 from nova_lease import exception
 from nova_lease import gate
@@ -256,6 +257,11 @@ class ActionsMixin(object):
         if method is None:
             raise exception.NovaLeaseException(
                 'unknown event type %s' % etype)
+        if etype == _T.END_LEASE and pipeline.never_started(lease):
+            # Deleted before its start: what it holds in Nova never served
+            # the user, each type's cancel releases it (an instance
+            # lease's server is deleted, whatever its on_end says).
+            method = 'cancel'
         LOG.debug('Running %(type)s of lease %(lease)s (%(name)s), '
                   'attempt %(n)d', {'type': etype, 'lease': lease['id'],
                                     'name': lease.get('name'),

@@ -52,15 +52,15 @@ class FutureServerTest(InstanceLeaseTest):
                             disk=1, ephemeral=0)
 
     def _future_body(self, start, end, name='later', flavor='big',
-                     **server_extra):
+                     lease_extra=None, **server_extra):
         body = {'server': self._build_server(
             name=name, image_uuid=self.image_id, flavor_id=flavor,
             networks='none')}
         body['server'].update(server_extra)
         body['os:scheduler_hints'] = {
-            'reserved': 'True', 'lease_params': jsonutils.dumps({
+            'reserved': 'True', 'lease_params': jsonutils.dumps(dict({
                 'name': name, 'start': self._date(start),
-                'end': self._date(end)})}
+                'end': self._date(end)}, **(lease_extra or {})))}
         return body
 
     def _book(self, start, end, **kwargs):
@@ -366,6 +366,22 @@ class TestAtTheStart(FutureServerTest):
         self.clock.advance(hours=3)
         self.engine.process_due()
         self.assertEqual([], self._nova_servers())
+        self.assertNoTransitional()
+
+    def test_deleted_before_its_start_with_on_end_shelve(self):
+        # on_end=shelve keeps a server its lease ran; one whose lease never
+        # started holds nothing of the user's: the lease's deletion
+        # deletes it (a shelved server left behind, still marked for the
+        # removed lease, would run leaseless once unshelved).
+        T = self.T
+        server_id = self._book(T + HOUR, T + 2 * HOUR,
+                               lease_extra={'on_end': 'shelve'})['id']
+        lease_id = self._lease_of(server_id)['id']
+        self.api.api_delete('/os-reservation/leases/%s' % lease_id)
+        self.engine.process_due()
+        self._gone(server_id)
+        self.assertRaises(db_api.LeaseNotFound, db_api.lease_get, self.db,
+                          lease_id)
         self.assertNoTransitional()
 
 
