@@ -256,11 +256,17 @@ class SandboxTest(ClientMixin, testtools.TestCase):
         self.assertTrue(alive(keystone_pid))
 
         # Both openrc files put the clients of the sandbox's virtualenv on
-        # PATH: "nova list" works after "source" in a fresh shell.
+        # PATH: "nova list" works after "source" in a fresh shell. (The
+        # virtualenv may be named through a symbolic link.)
         for user in ('demo', 'admin'):
             with open(sandbox.openrc_path(user)) as f:
-                self.assertIn('export PATH=%s:"$PATH"' % BIN,
-                              f.read().splitlines())
+                [path] = [line for line in f.read().splitlines()
+                          if line.startswith('export PATH=')]
+            bindir = path[len('export PATH='):]
+            self.assertTrue(bindir.endswith(':"$PATH"'), path)
+            bindir = bindir[:-len(':"$PATH"')]
+            self.assertEqual(os.path.realpath(BIN), os.path.realpath(bindir))
+            self.assertTrue(os.access(os.path.join(bindir, 'nova'), os.X_OK))
 
         # The paste filter is named as the install guide tells operators
         # to name it, right after keystonecontext in both v2.1 pipelines.
