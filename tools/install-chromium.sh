@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Install Chromium (and its chromedriver) from the OS packages when it is
-# missing: the browser test of the capacity page (tests/functional/
-# test_capacity_page.py) draws the page in headless Chromium. Safe to re-run
+# missing: the browser tests (tests/functional/test_dashboard.py, Horizon
+# with blazar-dashboard, and tests/functional/test_capacity_page.py) run
+# in headless Chromium. tools/run-tests.sh runs it unless
+# NOVA_LEASE_SKIP_DASHBOARD is set (then those tests skip). Safe to re-run
 # (it does nothing when chromium is there), needs no standard input.
 # Exit 0 when chromium is there afterwards, 1 when it cannot be installed
-# (not root, no apt-get, no network): the browser test then skips and says
+# (not root, no apt-get, no network): the browser tests then skip and say
 # why.
 set -uo pipefail
 found() {
@@ -29,8 +31,9 @@ if [ "$(id -u)" -ne 0 ]; then
     fi
 fi
 export DEBIAN_FRONTEND=noninteractive
-echo "install-chromium: installing chromium from the OS packages" \
-     "(a minute or two)" >&2
+echo "install-chromium: installing Chromium and chromedriver (Debian" \
+     "packages chromium, chromium-driver) for the dashboard and capacity" \
+     "page browser tests; set NOVA_LEASE_SKIP_DASHBOARD=1 to skip them" >&2
 # A fresh machine may have no package lists yet: update first.
 $SUDO apt-get update -q </dev/null >&2 || true
 if ! $SUDO apt-get install -y -q --no-install-recommends \

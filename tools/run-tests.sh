@@ -5,11 +5,21 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./tools/setup-env.sh
-# Headless Chromium for the capacity page's browser test (OS packages; the
-# test skips, saying why, only when they cannot be installed).
-./tools/install-chromium.sh || \
-    echo "run-tests: Chromium could not be installed: the browser test" \
-         "will skip" >&2
+# Headless Chromium for the browser tests, the dashboard's and the capacity
+# page's (OS packages; the tests skip, saying why, when they cannot be
+# installed). NOVA_LEASE_SKIP_DASHBOARD=1: neither install nor run them.
+case "${NOVA_LEASE_SKIP_DASHBOARD:-}" in
+    ""|0)
+        ./tools/install-chromium.sh || \
+            echo "run-tests: Chromium could not be installed: the browser" \
+                 "tests (dashboard, capacity page) will skip" >&2
+        ;;
+    *)
+        echo "run-tests: NOVA_LEASE_SKIP_DASHBOARD is set: Chromium is not" \
+             "installed and the browser tests (dashboard, capacity page)" \
+             "are skipped" >&2
+        ;;
+esac
 VENV=${NOVA_LEASE_VENV:-.venv}
 export OS_NOVA_DISABLE_EVENTLET_PATCHING=1
 export PYTHONDONTWRITEBYTECODE=1

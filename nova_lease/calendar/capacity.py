@@ -517,7 +517,7 @@ def capacity_over_time(hosts, calendar, host_items, reservations, start,
                        resources=None, host=None, aggregate=None,
                        availability_zone=None, project_items=None,
                        member_min_hosts=1):
-    """The capacity body (see the module doc and doc/api.rst).
+    """The capacity body (see the module doc and doc/source/user/api.rst).
 
     :param hosts: :class:`CapacityHost` of every compute host.
     :param calendar: the snapshot's Calendar of allocations (or None).

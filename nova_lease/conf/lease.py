@@ -352,9 +352,10 @@ changed, a server linked to its lease, a reservation's status) is written
 to a change journal in the side database, in the same transaction, and
 every scheduling request checks the journal with a cheap query and
 patches its snapshot with the changed reservations before it is answered
-(milliseconds; see doc/scheduling.rst). A full read costs about as much
-as reading every live allocation and reservation of the side database
-(seconds with 100,000 of them, about a minute with a million); it runs
+(milliseconds; see doc/source/reference/scheduling.rst). A full read
+costs about as much as reading every live allocation and reservation of
+the side database (seconds with 100,000 of them, about a minute with a
+million); it runs
 in a background thread of the scheduler while the current snapshot is
 used (no request waits for it), and also happens at least every 12 hours
 (half the journal's retention), whatever this value.

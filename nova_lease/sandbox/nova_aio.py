@@ -81,7 +81,7 @@ DEMO_QUOTA = {'instances': 100, 'cores': 100, 'ram': 100 * 512}
 LEASE_FILTER = 'nova_lease.scheduler.filters.LeaseFilter'
 LEASE_WEIGHER = 'nova_lease.scheduler.weights.LeaseWeigher'
 LEASE_PASTE_FILTER = 'nova_lease.api_ext.middleware:LeaseMiddleware.factory'
-#: The filter's name in api-paste.ini, as in the README's install guide.
+#: The filter's name in api-paste.ini, as in the install guide.
 PASTE_FILTER_NAME = 'nova_lease'
 #: The lease API's version document, before authtoken (read without a
 #: token).
@@ -213,7 +213,8 @@ def write_nova_conf(path, nova_dir, keystone_url, passwords,
                   'process of its own, could not hear them (and unread',
                   'ones pile up in memory). So Nova sends none, and the',
                   "engine's compute hook relies on its reconcile pass (see",
-                  'nova-lease-engine.conf). Production: see the README.'],
+                  'nova-lease-engine.conf). Production: see the install',
+                  'guide (doc/source/install/install.rst).'],
             'driver': 'noop',
         },
         'oslo_concurrency': {'lock_path': os.path.join(nova_dir, 'locks')},

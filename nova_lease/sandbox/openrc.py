@@ -15,6 +15,7 @@ import json
 import os
 import secrets
 import shlex
+import sys
 
 USERS = ('admin', 'demo', 'nova')
 _SECRETS = 'passwords.json'
@@ -55,22 +56,47 @@ def openrc_env(user, password, auth_url, region, image_id, flavor_id):
     ]
 
 
-def write_openrc(path, env):
+def bin_dir():
+    """The directory of the running interpreter's console scripts.
+
+    The sandbox runs from the project's virtualenv, where the unmodified
+    clients (``nova``, ``openstack``) are installed next to it.
+    """
+    return os.path.join(sys.prefix, 'bin')
+
+
+def write_openrc(path, env, bindir=None):
+    """Write ``env`` as an openrc file that works in a fresh shell.
+
+    Besides the variables, the file puts ``bindir`` (by default
+    :func:`bin_dir`) first on ``PATH``, so that ``nova`` and
+    ``openstack`` are found after ``source`` without activating the
+    virtualenv.
+    """
+    bindir = bin_dir() if bindir is None else bindir
     lines = ['# nova-lease-sandbox credentials: source this file.',
              '# Valid while the sandbox runs; rewritten at every start.']
     lines += ['export %s=%s' % (k, shlex.quote(v)) for k, v in env]
+    lines += ['# The clients (nova, openstack) of the sandbox\'s virtualenv.',
+              'export PATH=%s:"$PATH"' % shlex.quote(bindir)]
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, 'w') as f:
         f.write('\n'.join(lines) + '\n')
 
 
 def read_openrc(path):
-    """Parse an openrc written by write_openrc into a dict."""
+    """Parse an openrc written by write_openrc into a dict.
+
+    Only the variables of :func:`openrc_env`: the ``PATH`` line is for a
+    shell (it refers to the shell's own ``$PATH``) and is left out.
+    """
     env = {}
     with open(path) as f:
         for line in f:
             line = line.strip()
             if line.startswith('export '):
                 key, _, value = line[len('export '):].partition('=')
+                if key == 'PATH':
+                    continue
                 env[key] = shlex.split(value)[0] if value else ''
     return env

@@ -68,8 +68,8 @@ when that request and the lease want the last capacity of the same
 host; a request that starts after the commit sees the promise (the
 scheduler's snapshot follows the change journal at every request).
 Closing it would need the scheduler to check the calendar again after
-its claim, which Nova gives a filter no way to do. doc/scheduling.rst
-says so too.
+its claim, which Nova gives a filter no way to do.
+doc/source/reference/scheduling.rst says so too.
 """
 
 import collections

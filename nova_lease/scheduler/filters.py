@@ -18,8 +18,8 @@ Operators enable it in nova.conf (both options are needed)::
     available_filters = nova_lease.scheduler.filters.LeaseFilter
     enabled_filters = <Nova's defaults>,LeaseFilter
 
-doc/scheduling.rst describes the rules and what rebuild, resize, migrate
-and unshelve do with a leased server.
+doc/source/reference/scheduling.rst describes the rules and what rebuild,
+resize, migrate and unshelve do with a leased server.
 """
 
 from nova.scheduler import filters
@@ -59,7 +59,7 @@ class LeaseFilter(filters.BaseHostFilter):
     request reads its hosts' promises itself. It fails closed: when the
     side database cannot be read, the last snapshot is used; without
     one, requests that may be leased pass no host and the aggregate rules
-    still hold (doc/scheduling.rst, "Failure modes").
+    still hold (doc/source/reference/scheduling.rst, "Failure modes").
     """
 
     # The interval of a rebuilt server does not change, and neither does

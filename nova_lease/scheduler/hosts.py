@@ -16,7 +16,7 @@
 usage, and the running servers the snapshot knows to be leased);
 :func:`aggregate_marks` and :func:`aggregate_rule` apply the rules of the
 free pool, of the host reservations' aggregates and of the registered
-hosts. doc/scheduling.rst explains the rules.
+hosts. doc/source/reference/scheduling.rst explains the rules.
 """
 
 import math

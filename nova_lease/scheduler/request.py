@@ -18,7 +18,7 @@ to a live instance reservation, or it is the first boot of a leased
 server). The ``lookup_*`` functions read the side database when the
 snapshot does not know enough; :func:`resolve_with_lookups` resolves with
 them. :func:`maybe_leased` tells, without the side database, whether a
-request may be leased. doc/scheduling.rst explains the rules.
+request may be leased. doc/source/reference/scheduling.rst explains the rules.
 """
 
 import collections
@@ -302,7 +302,9 @@ def _hinted(reservation_id, snap, now, lookup_reservation):
 def resolve(spec_obj, snap, now, conf=CONF, lookup=None,
             lookup_reservation=None, lookup_lease=None,
             lookup_slots=None):
-    """The :class:`Request` of ``spec_obj`` (see doc/scheduling.rst).
+    """The :class:`Request` of ``spec_obj``.
+
+    See doc/source/reference/scheduling.rst.
 
     A request is leased only through the side database: its server is
     linked to a live instance reservation, or it is the first boot of a

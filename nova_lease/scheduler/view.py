@@ -18,7 +18,7 @@ snapshot yet, a :class:`ColdView` answers from what the request reads for
 itself, and a :class:`ClosedView` when the side database cannot be read
 at all. What a request needs is :mod:`nova_lease.scheduler.request`;
 what its HostStates tell, :mod:`nova_lease.scheduler.hosts`.
-doc/scheduling.rst explains the rules.
+doc/source/reference/scheduling.rst explains the rules.
 """
 
 import math
@@ -139,7 +139,10 @@ class RequestView(object):
         return result
 
     def weights(self, host_states):
-        """Raw weights in [-1, 1]: higher is better (doc/scheduling.rst)."""
+        """Raw weights in [-1, 1]: higher is better.
+
+        See doc/source/reference/scheduling.rst.
+        """
         req = self.request
         if req.kind == lease_request.UNLEASED or req.end is None:
             hosts = [lease_hosts.host_key(hs) for hs in host_states]
@@ -284,7 +287,7 @@ class ClosedView(object):
 class ColdView(object):
     """A request while the scheduler has no snapshot yet (its first full
     read runs in the background): answered from what the request reads
-    for itself (doc/scheduling.rst, "Cold start").
+    for itself (doc/source/reference/scheduling.rst, "Cold start").
 
     At creation, the reservations the request names (its server's, its
     hints') are read with their allocations, and the request is resolved

@@ -267,7 +267,8 @@ class HostReservationTest(HostLeaseMixin, base.LeaseFunctionalBase):
         self.assertEqual('SHELVED_OFFLOADED', server['status'])
         self.assertEqual(['host1'], self._aggregate('freepool')['hosts'])
         # Its RequestSpec keeps the hint of a reservation that is over:
-        # it cannot be unshelved (NoValidHost, doc/scheduling.rst).
+        # it cannot be unshelved (NoValidHost,
+        # doc/source/reference/scheduling.rst).
         self.api.post_server_action(server['id'], {'unshelve': None})
         self._wait_for_instance_action_event(
             server, 'unshelve', 'schedule_instances', 'Error')

@@ -131,8 +131,9 @@ class HostLeaseTypesTest(test_host_reservation.HostLeaseMixin,
                    if e['event_type'] == 'start_lease']
         self.assertEqual(('ERROR', 1), (start['status'], start['attempts']))
         # The host stayed in the free pool. It stays promised to the
-        # lease (an operator may retry its start: doc/api.rst) until its
-        # end time, when the lease releases what its start had made.
+        # lease (an operator may retry its start: doc/source/user/api.rst)
+        # until its end time, when the lease releases what its start had
+        # made.
         self.assertEqual(['host1'], self._aggregate('freepool')['hosts'])
         self.clock.advance(hours=1)
         self.engine.process_due()

@@ -255,8 +255,21 @@ class SandboxTest(ClientMixin, testtools.TestCase):
         keystone_pid = sandbox.keystone_pid()
         self.assertTrue(alive(keystone_pid))
 
-        # The paste filter is named as the README tells operators to name
-        # it, right after keystonecontext in both v2.1 pipelines.
+        # Both openrc files put the clients of the sandbox's virtualenv on
+        # PATH: "nova list" works after "source" in a fresh shell. (The
+        # virtualenv may be named through a symbolic link.)
+        for user in ('demo', 'admin'):
+            with open(sandbox.openrc_path(user)) as f:
+                [path] = [line for line in f.read().splitlines()
+                          if line.startswith('export PATH=')]
+            bindir = path[len('export PATH='):]
+            self.assertTrue(bindir.endswith(':"$PATH"'), path)
+            bindir = bindir[:-len(':"$PATH"')]
+            self.assertEqual(os.path.realpath(BIN), os.path.realpath(bindir))
+            self.assertTrue(os.access(os.path.join(bindir, 'nova'), os.X_OK))
+
+        # The paste filter is named as the install guide tells operators
+        # to name it, right after keystonecontext in both v2.1 pipelines.
         paste = configparser.ConfigParser(interpolation=None)
         paste.read(os.path.join(self.state_dir, 'nova', 'api-paste.ini'))
         self.assertEqual(
@@ -269,8 +282,8 @@ class SandboxTest(ClientMixin, testtools.TestCase):
             self.assertIn(' keystonecontext nova_lease ',
                           paste[section]['keystone'])
 
-        # The demo project's quota has room for what the README and the
-        # demo invite (Nova's default is 10 instances and 20 cores).
+        # The demo project's quota has room for what the documentation and
+        # the demo invite (Nova's default is 10 instances and 20 cores).
         quota = dict(row[:2] for row in self._rows(self._client(
             env, 'nova', 'quota-show')))
         self.assertEqual(('100', '100', '51200'), (
@@ -496,7 +509,7 @@ class SandboxEngineTest(testtools.TestCase):
         time.sleep(3)
         self.assertEqual('PENDING', reservation.get_lease(lease_id)['status'])
 
-        # ... until the user runs the engine, as the README shows.
+        # ... until the user runs the engine, as the sandbox page shows.
         with open(os.path.join(self.state_dir, 'mine.log'), 'w') as out:
             engine = subprocess.Popen(
                 [os.path.join(BIN, 'nova-lease-engine'), '--config-file',

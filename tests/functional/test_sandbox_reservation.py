@@ -9,7 +9,11 @@
 # WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
 # License for the specific language governing permissions and limitations
 # under the License.
-"""``openstack reservation ...`` against the sandbox, as the README shows.
+"""``openstack reservation ...`` against the sandbox, as the docs show.
+
+The walk-through of doc/source/user/blazarclient.rst ("A walk through, on
+the sandbox"): :class:`DocumentedWalkThroughTest` checks that the page
+still shows the commands these tests run.
 
 One sandbox for the whole class, started in setUpClass with the helpers of
 test_sandbox (in their shared state directory). The unmodified
@@ -22,6 +26,9 @@ compute host, so the tests do not depend on their order.
 
 import datetime
 import json
+import os
+import re
+import shlex
 import time
 
 import testtools
@@ -29,16 +36,72 @@ import testtools
 from nova_lease.sandbox import openrc
 from tests.functional import test_sandbox
 
-#: The README's lease reservation, letter for letter.
+#: The page whose walk-through these tests follow.
+DOC = os.path.join(os.path.dirname(__file__), '..', '..', 'doc', 'source',
+                   'user', 'blazarclient.rst')
+#: The documented lease reservation, letter for letter.
 HOST_RESERVATION = ("resource_type=physical:host,min=1,max=1,"
                     "hypervisor_properties=[],resource_properties=[]")
+#: The dates the client takes (UTC), as the page's ``date`` commands write
+#: them.
+DATE_FORMAT = '%Y-%m-%d %H:%M'
 
 
 def _at(**delta):
     """A date as the client takes it (UTC, YYYY-MM-DD HH:MM)."""
     when = datetime.datetime.now(datetime.timezone.utc) + \
         datetime.timedelta(**delta)
-    return when.strftime('%Y-%m-%d %H:%M')
+    return when.strftime(DATE_FORMAT)
+
+
+def documented_commands():
+    """The ``openstack reservation ...`` commands of the page's sandbox
+    walk-through, as argument lists (continuation lines joined; ``$(...)``
+    left as text).
+    """
+    with open(DOC) as f:
+        text = f.read()
+    section = text[text.index('A walk through, on the sandbox'):]
+    lines = []
+    for line in section.replace('\\\n', ' ').splitlines():
+        line = line.strip()
+        if line.startswith('openstack reservation lease '):
+            lines.append(shlex.split(line))
+    return lines
+
+
+def _date_command(text):
+    """``$(date -u -d '+3 hours' '+FORMAT')`` -> ('+3 hours', 'FORMAT')."""
+    match = re.fullmatch(r"\$\(date -u -d '([^']*)' '\+([^']*)'\)", text)
+    return match.groups() if match else None
+
+
+class DocumentedWalkThroughTest(testtools.TestCase):
+    """The page shows what ReservationCLITest runs (no sandbox needed)."""
+
+    def test_page_shows_the_tested_commands(self):
+        commands = documented_commands()
+        self.assertEqual(
+            ['create', 'list', 'show', 'set', 'set', 'delete'],
+            [argv[3] for argv in commands])
+        create = commands[0]
+        self.assertEqual(
+            HOST_RESERVATION, create[create.index('--reservation') + 1])
+        # Starts in an hour, ends in three: the dates of
+        # test_lease_create_list_show_set_delete, in the client's format.
+        self.assertEqual(
+            ('+1 hour', DATE_FORMAT),
+            _date_command(create[create.index('--start-date') + 1]))
+        self.assertEqual(
+            ('+3 hours', DATE_FORMAT),
+            _date_command(create[create.index('--end-date') + 1]))
+        self.assertEqual('lease1', create[-1])
+        self.assertEqual(['--name', 'lease2', 'lease1'], commands[3][4:])
+        extend = commands[4]
+        self.assertEqual(
+            ('+4 hours', DATE_FORMAT),
+            _date_command(extend[extend.index('--end-date') + 1]))
+        self.assertEqual(['lease2'], commands[5][4:])
 
 
 def _iso(date):

@@ -482,8 +482,10 @@ _SEC = datetime.timedelta(seconds=1)
 
 
 def _reference_leased(host_states, snap, now):
-    """Running leased servers, one by one (doc/scheduling.rst, "Demand
-    over time"): [(host position, end, (vcpus, memory_mb, disk_gb))].
+    """Running leased servers, one by one.
+
+    doc/source/reference/scheduling.rst, "Demand over time":
+    [(host position, end, (vcpus, memory_mb, disk_gb))].
     """
     out = []
     for k, hs in enumerate(host_states):

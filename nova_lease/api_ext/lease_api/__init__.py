@@ -12,9 +12,9 @@
 """The Blazar-v1-compatible lease API, served inside nova-api.
 
 Mounted by the paste filter under ``/v2.1/os-reservation`` (and
-``/v2.1/<project_id>/os-reservation``); see doc/api.rst. Resources, bodies
-and field names are Blazar v1's, so python-blazarclient and
-``openstack reservation ...`` work unchanged:
+``/v2.1/<project_id>/os-reservation``); see doc/source/user/api.rst.
+Resources, bodies and field names are Blazar v1's, so python-blazarclient
+and ``openstack reservation ...`` work unchanged:
 
 ======  =================================  ====================  =====
 Method  Path (below /os-reservation)       Rule                  OK

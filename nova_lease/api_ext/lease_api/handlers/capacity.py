@@ -9,7 +9,7 @@
 # WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
 # License for the specific language governing permissions and limitations
 # under the License.
-"""Handler of ``/capacity``: capacity over time (doc/api.rst).
+"""Handler of ``/capacity``: capacity over time (doc/source/user/api.rst).
 
 The promises come from the scheduler's snapshot of the calendar (kept in
 this nova-api process as in nova-scheduler, current through the change
@@ -124,7 +124,7 @@ def _nova_facts(conf):
 
 def show_capacity(req, ctx):
     """GET /capacity?start=&end=&step=[&host=&aggregate=
-    &availability_zone=&resource=&detail=hosts]: see doc/api.rst.
+    &availability_zone=&resource=&detail=hosts]: see doc/source/user/api.rst.
     """
     target = {'project_id': ctx.project_id}
     everything = policy.authorize(ctx, capacity_policies.ALL, target,

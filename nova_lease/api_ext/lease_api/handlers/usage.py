@@ -46,7 +46,7 @@ def _window(req, now):
 
 
 def get_usage(req, ctx):
-    """GET /usage[?start=&end=&project_id=]: see doc/api.rst."""
+    """GET /usage[?start=&end=&project_id=]: see doc/source/user/api.rst."""
     now = common.now()
     start, end = _window(req, now)
     project = req.GET.get('project_id') or None
