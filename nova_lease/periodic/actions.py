@@ -284,6 +284,18 @@ class ActionsMixin(object):
                 self._calls[id(job)] = job
             try:
                 note = getattr(plugin, method)(lease, reservation)
+            except plugin_base.ResourceGone as e:
+                if etype != _T.START_LEASE:
+                    raise plugin_base.PluginError(
+                        reason='%s failed: %s' % (what, e)) from e
+                # Deleted by its user (while this start ran: the hook
+                # left it to the engine). Nothing to start; once the start
+                # is recorded, the plugin handles the deletion (the lease
+                # ends at once when nothing is left).
+                LOG.info('%(what)s: nothing to start, %(why)s',
+                         {'what': what, 'why': e})
+                job.gone.append((plugin, e.resource_id))
+                note = '%s: nothing started (%s)' % (what, e)
             except gate.Refused as e:
                 if not (e.lease_gone and etype == _T.START_LEASE):
                     raise plugin_base.PluginError(

@@ -169,6 +169,24 @@ class ClaimingMixin(object):
                 continue
             for event_type, lease in job.notices:
                 self._notify_later(event_type, lease)
+            self._resources_gone(job)
+
+    def _resources_gone(self, job):
+        """Tell the plugins what a recorded start found gone."""
+        for plugin, resource_id in job.gone:
+            try:
+                ended = plugin.resource_gone(self.db, resource_id)
+            except Exception:
+                # Reconcile ends such a lease later.
+                LOG.exception('Could not record that %(id)s (lease '
+                              '%(lease)s) is gone',
+                              {'id': resource_id,
+                               'lease': job.event['lease_id']})
+                continue
+            if ended:
+                LOG.info('Lease(s) %(leases)s end now: %(id)s is gone',
+                         {'leases': ', '.join(ended), 'id': resource_id})
+                self.wake()
 
     def _recover(self, force=False):
         now = timeutils.utcnow()

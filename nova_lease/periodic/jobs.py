@@ -74,7 +74,7 @@ CHANGES_MARGIN = datetime.timedelta(seconds=10)
 
 class Job(object):
     __slots__ = ('event', 'state', 'result', 'notices', 'call_started',
-                 'call_what', 'guard', 'waits', 'parked', 'notes')
+                 'call_what', 'guard', 'waits', 'parked', 'notes', 'gone')
 
     def __init__(self, event, claim_check=None):
         self.event = event
@@ -84,6 +84,9 @@ class Job(object):
         self.waits = 0            # Waits of the job not yet resumed
         self.parked = []          # its Waits until the job is 'waiting'
         self.notes = []           # the plugins' notes so far
+        # (plugin, resource id) a start found gone (plugins.base.
+        # ResourceGone): told to the plugin once the start is recorded.
+        self.gone = []
         self.result = None
         self.notices = ()
         self.call_started = None  # monotonic start of the plugin call

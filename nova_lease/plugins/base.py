@@ -84,6 +84,18 @@ class PluginError(exception.NovaLeaseException):
     msg_fmt = '%(reason)s'
 
 
+class ResourceGone(PluginError):
+    """The reserved resource no longer exists (its user deleted it, e.g.
+    while the engine started its lease): a start has nothing to give.
+    The engine records the start as done with a note, then calls the
+    plugin's :meth:`ResourcePlugin.resource_gone`.
+    """
+
+    def __init__(self, resource_id, **kwargs):
+        super().__init__(**kwargs)
+        self.resource_id = resource_id
+
+
 class HuntTimedOut(PluginError):
     """A best-effort lease gave up hunting for hosts: the engine makes it
     TIMEDOUT (the plugin has released what it held).
@@ -192,6 +204,12 @@ class ResourcePlugin(metaclass=abc.ABCMeta):
     def cancel(self, lease, reservation):
         """The lease is deleted: release the resource. Same as on_end."""
         return self.on_end(lease, reservation)
+
+    def resource_gone(self, db, resource_id):
+        """A start found ``resource_id`` gone (:class:`ResourceGone`) and
+        was recorded: do what its deletion by its user does (the side
+        database ``db``). Nothing by default.
+        """
 
     def close(self):
         """Release what the plugin holds (sessions, threads)."""

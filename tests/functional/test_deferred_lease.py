@@ -368,6 +368,34 @@ class TestAtTheStart(FutureServerTest):
         self.assertEqual([], self._nova_servers())
         self.assertNoTransitional()
 
+    def test_server_deleted_while_its_start_runs_ends_the_lease(self):
+        # The user deletes the server while the engine starts its lease:
+        # the hook leaves such a lease to the engine (its start is in
+        # progress), so the notification is as good as lost here. The
+        # start finds the server gone: not a failure to retry (it was
+        # retried until reconcile ended the lease, ~60 s), the lease ends
+        # at once, as for a server deleted any other time.
+        T = self.T
+        server_id = self._book(T + HOUR, T + 2 * HOUR)['id']
+        lease_id = self._lease_of(server_id)['id']
+        self.listener.stop()
+        self.listener.wait()
+        self.api.delete_server(server_id)
+        self._gone(server_id)
+        self.assertEqual('PENDING', db_api.lease_get(self.db,
+                                                     lease_id)['status'])
+        self.clock.advance_to(T + HOUR)
+        self.engine.process_due()
+        lease = db_api.lease_get(self.db, lease_id)
+        self.assertEqual('TERMINATED', lease['status'])
+        self.assertEqual(['deleted'],
+                         [r['status'] for r in lease['reservations']])
+        # Started once (not retried), then ended.
+        self.assertEqual({'DONE'}, {e['status'] for e in lease['events']})
+        self.assertEqual([1], [e['attempts'] for e in lease['events']
+                               if e['event_type'] == 'start_lease'])
+        self.assertNoTransitional()
+
     def test_deleted_before_its_start_with_on_end_shelve(self):
         # on_end=shelve keeps a server its lease ran; one whose lease never
         # started holds nothing of the user's: the lease's deletion

@@ -230,10 +230,11 @@ class InstancePluginTest(testtools.TestCase):
     def test_start_of_missing_server_fails_with_reason(self):
         plugin = self._plugin('ACTIVE')
         del self.fake.servers[SERVER]
-        e = self.assertRaises(plugin_base.PluginError, plugin.on_start,
+        e = self.assertRaises(plugin_base.ResourceGone, plugin.on_start,
                               self.lease, self.reservation)
         self.assertIn('server %s of lease lease-1 (l1) no longer exists'
                       % SERVER, str(e))
+        self.assertEqual(SERVER, e.resource_id)
 
     def test_end_delete_idempotent(self):
         plugin = self._plugin('ACTIVE')

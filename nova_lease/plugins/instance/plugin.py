@@ -42,6 +42,7 @@ from oslo_log import log as logging
 
 from nova_lease import compute
 from nova_lease.plugins import base
+from nova_lease.plugins.instance import leases
 from nova_lease.plugins import types
 from nova_lease import wire
 
@@ -160,9 +161,16 @@ class InstancePlugin(base.ComputePlugin):
 
     @staticmethod
     def _gone(lease, server_id):
-        return base.PluginError(
+        return base.ResourceGone(
+            server_id,
             reason='server %s of lease %s (%s) no longer exists; it cannot '
                    'be started' % (server_id, lease['id'], lease.get('name')))
+
+    def resource_gone(self, db, resource_id):
+        """As when the hook hears the server's deletion: the reservation
+        is deleted and the lease ends early if none is left.
+        """
+        return leases.instance_deleted(db, resource_id)
 
     def _building(self, gate, lease, server_id):
         """Wait until the server is stable, then look again."""
