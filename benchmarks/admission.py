@@ -142,7 +142,7 @@ class _Phases(object):
         ('nova_db', inventory.NovaInventory, 'freepool_members'),
         ('nova_db', inventory.NovaInventory, 'leased_servers'),
         ('placement', inventory.NovaInventory, 'placement_usage'),
-        ('side_db_window_reads', db_api, 'window_allocation_rows'),
+        ('side_db_window_reads', db_api, 'window_allocation_items'),
     )
 
     def __init__(self, test):
