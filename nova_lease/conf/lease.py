@@ -246,6 +246,8 @@ once. This bound is a safety net.
 It is also the period of the batched poll of the servers that starts wait
 for, while Nova's versioned notifications reach the engine (each server is
 then looked at when its own notification arrives; see engine_workers).
+With several engines a notification reaches one of them: a start another
+engine runs sees its server's change within this many seconds.
 
 Related options:
 
