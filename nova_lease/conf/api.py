@@ -174,7 +174,7 @@ Possible values:
 
 Related options:
 
-* freepool_aggregate
+* [nova_lease] freepool_aggregate
 """),
     cfg.IntOpt('capacity_member_min_hosts',
                deprecated_group=lease.GROUP_NAME,

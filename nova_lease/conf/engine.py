@@ -170,8 +170,8 @@ event's claim.
 
 Related options:
 
-* engine_claim_timeout must be larger: nova-lease-engine refuses to start
-  otherwise.
+* [nova_lease] engine_claim_timeout must be larger: nova-lease-engine
+  refuses to start otherwise.
 """),
     cfg.IntOpt('engine_shutdown_timeout',
                deprecated_group=lease.GROUP_NAME,
@@ -221,7 +221,8 @@ engine_heartbeat_timeout).
 
 Related options:
 
-* engine_heartbeat_timeout must be at least three times larger.
+* [nova_lease] engine_heartbeat_timeout must be at least three times
+  larger.
 """),
     cfg.FloatOpt('engine_probe_interval',
                  deprecated_group=lease.GROUP_NAME,
@@ -299,8 +300,8 @@ hosts it disabled before.
 
 Related options:
 
-* idle_host_wake_minutes, idle_host_min_hours, idle_host_interval
-* freepool_aggregate
+* idle_host_min_hours, idle_host_interval
+* [nova_lease] idle_host_wake_minutes, [nova_lease] freepool_aggregate
 """),
     cfg.FloatOpt('idle_host_min_hours',
                  deprecated_group=lease.GROUP_NAME,
@@ -332,7 +333,7 @@ enabled in time.
 
 Related options:
 
-* idle_host_action, idle_host_wake_minutes
+* idle_host_action, [nova_lease] idle_host_wake_minutes
 """),
 ]
 

@@ -61,8 +61,9 @@ is handled like any lease end (see on_end).
 
 Related options:
 
-* default_lease_duration
+* [nova_lease_api] default_lease_duration
 * default_lease_exempt_projects
+* [nova_lease_engine] on_end
 """),
     cfg.ListOpt('default_lease_exempt_projects',
                 default=[],
@@ -97,8 +98,8 @@ that still beats but whose loop is stuck.
 
 Related options:
 
-* Must be larger than plugin_call_timeout: nova-lease-engine refuses to
-  start otherwise.
+* Must be larger than [nova_lease_engine] plugin_call_timeout:
+  nova-lease-engine refuses to start otherwise.
 * engine_heartbeat_timeout
 """),
     cfg.FloatOpt('scheduler_snapshot_ttl',
@@ -147,12 +148,12 @@ comes back and sends nothing more to Nova for them.
 
 Possible values:
 
-* At least three times engine_heartbeat_interval (nova-lease-engine
-  refuses to start otherwise).
+* At least three times [nova_lease_engine] engine_heartbeat_interval
+  (nova-lease-engine refuses to start otherwise).
 
 Related options:
 
-* engine_heartbeat_interval
+* [nova_lease_engine] engine_heartbeat_interval
 * engine_claim_timeout: catches an engine that beats but is stuck.
 """),
 ]
@@ -172,7 +173,7 @@ report before the lease starts.
 
 Related options:
 
-* idle_host_action
+* [nova_lease_engine] idle_host_action
 """),
 ]
 
