@@ -20,7 +20,8 @@ mysql:1, mysql:2, postgresql:1 and postgresql:2, servers only when
 reachable) it creates a fresh database, starts that many real
 ``nova-lease-engine`` processes (default options, the noop plugin, which
 records the time each action began; ``--engine-option NAME=VALUE`` sets
-an option of their ``[nova_lease]`` section) and measures two things:
+an option of theirs, in its group: ``[nova_lease_engine]`` or
+``[nova_lease]``) and measures two things:
 
 * **capacity**: once the engines run and sleep, ``--events`` leases whose
   start events fall due at ``--rate`` per second (20,000: more than the
@@ -75,6 +76,7 @@ import sqlalchemy as sa
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
+from nova_lease import conf as lease_conf  # noqa: E402
 from nova_lease.db import api as db_api  # noqa: E402
 from nova_lease.db import migration  # noqa: E402
 from nova_lease.db import models  # noqa: E402
@@ -266,13 +268,21 @@ def run_scenario(backend, engines, events, rate, late, timeout, seed,
         db = db_api.Database(url)
         records = os.path.join(tmp, 'records.txt')
         config = os.path.join(tmp, 'engine.conf')
+        groups = {lease_conf.group_of('resource_plugins'):
+                  ['resource_plugins = noop\n']}
+        for option in options:
+            groups.setdefault(lease_conf.group_of(
+                option.partition('=')[0].strip()), []).append(
+                    '%s\n' % option)
         with open(config, 'w') as f:
             f.write('[DEFAULT]\nlog_file = %s\n'
                     '[nova_lease_database]\nconnection = %s\n'
-                    '[nova_lease]\nresource_plugins = noop\n%s'
+                    '%s'
                     '[nova_lease_noop]\nrecord_file = %s\n'
                     % (os.path.join(tmp, 'engine.log'), url,
-                       ''.join('%s\n' % o for o in options), records))
+                       ''.join('[%s]\n%s' % (group, ''.join(lines))
+                               for group, lines in sorted(groups.items())),
+                       records))
         env = dict(os.environ, OS_NOVA_DISABLE_EVENTLET_PATCHING='1',
                    PYTHONWARNINGS='ignore')
         for i in range(engines):
@@ -384,8 +394,9 @@ def main(argv=None):
                         help='backend:engines, e.g. mysql:2')
     parser.add_argument('--engine-option', action='append', default=[],
                         metavar='NAME=VALUE',
-                        help='an option of the engines\' [nova_lease] '
-                             'section, e.g. engine_workers=32 (repeatable)')
+                        help='an option of the engines\' [nova_lease] or '
+                             '[nova_lease_engine] section (written in its '
+                             'group), e.g. engine_workers=32 (repeatable)')
     args = parser.parse_args(argv)
     results = []
     for scenario in args.scenario or DEFAULT_SCENARIOS:

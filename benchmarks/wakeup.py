@@ -87,6 +87,7 @@ from nova.virt import fake as fake_virt  # noqa: E402
 from oslo_serialization import jsonutils  # noqa: E402
 
 from nova_lease import compute  # noqa: E402
+from nova_lease.conf import engine as engine_conf  # noqa: E402
 from nova_lease.conf import lease as lease_conf  # noqa: E402
 from nova_lease.db import api as db_api  # noqa: E402
 from nova_lease.periodic import events as lease_events  # noqa: E402
@@ -195,7 +196,9 @@ class WakeupBench(test_instance_lease.InstanceLeaseTest):
     def _engine(self, **overrides):
         # The production time-out and retries (tests use 30 s and 1): a
         # wait of a burst's last server may take longer than 30 s.
-        defaults = {opt.dest: opt.default for opt in lease_conf.LEASE_OPTS}
+        defaults = {opt.dest: opt.default
+                    for opts in (lease_conf.LEASE_OPTS,
+                                 engine_conf.ENGINE_OPTS) for opt in opts}
         for name in ('plugin_call_timeout', 'max_retries', 'retry_interval'):
             overrides.setdefault(name, defaults[name])
         # A wait may last as long as a run may (--timeout); the claims

@@ -12,7 +12,7 @@
 """Usage enforcement: what one project may lease.
 
 Blazar checks leases against its ``[enforcement]`` filters when they are
-created and updated (its MaxLeaseDurationFilter is our ``[nova_lease]
+created and updated (its MaxLeaseDurationFilter is our ``[nova_lease_api]
 max_lease_duration``, checked with the lease's dates). The limits here
 are the ``[nova_lease_enforcement]`` options (nova_lease.conf.enforcement):
 

@@ -185,7 +185,7 @@ def choose(candidates, needed, can_move, cold=False):
               % (needed, len(taken)))
     if not candidates:
         reason += ('; no compute host is a candidate (each is outside '
-                   '[nova_lease] best_effort_aggregate, holds a '
+                   '[nova_lease_api] best_effort_aggregate, holds a '
                    'lease\'s promise or leased servers, is reservable, or '
                    'does not match the request)')
     if refused:

@@ -17,7 +17,7 @@
   whose capacity is then promised as a future lease's is), and a start
   that fails is not retried: the lease goes to ERROR with the reason.
 * ``retries``: a start that fails is retried up to ``retries`` times (the
-  lease's, else ``[nova_lease] max_retries``; at most ``[nova_lease]
+  lease's, else ``[nova_lease] max_retries``; at most ``[nova_lease_api]
   max_lease_retries``) with back-off; each attempt is counted in the
   event (``attempts``, ``last_error``, ``next_attempt_at``).
 * ``scheduled``: as every lease was before types: any start; a failed
@@ -27,12 +27,12 @@
   whose servers belong to no lease are taken and their servers migrated
   away (nova_lease.hunt, nova_lease.api_ext.best_effort); the lease is
   ``IN_PROGRESS`` until they are empty, then ``ACTIVE``, or ``TIMEDOUT``
-  after ``[nova_lease] best_effort_timeout`` with every host released. A
-  hunt that cannot succeed (the rest of the cloud cannot take the
+  after ``[nova_lease_engine] best_effort_timeout`` with every host
+  released. A hunt that cannot succeed (the rest of the cloud cannot take the
   servers) is a 409 at creation.
 
 The type is chosen per lease (the lease API's ``lease_type``,
-``lease_params``' ``type``), else ``[nova_lease] default_lease_type``.
+``lease_params``' ``type``), else ``[nova_lease_api] default_lease_type``.
 """
 
 from nova_lease import params as lease_params
@@ -43,15 +43,17 @@ SCHEDULED = 'scheduled'
 BEST_EFFORT = 'best_effort'
 
 
-def effective(params, opts, field='retries'):
+def effective(params, conf, field='retries'):
     """``(lease_type, retries)`` to record for ``params``.
 
-    :param opts: the ``[nova_lease]`` options: ``default_lease_type`` (an
-        ``immediate`` default does not apply to a lease that starts later:
-        it is then ``scheduled``), ``max_retries`` (the default retries)
-        and ``max_lease_retries`` (the most a lease may ask for).
+    :param conf: the ConfigOpts: ``[nova_lease_api] default_lease_type``
+        (an ``immediate`` default does not apply to a lease that starts
+        later: it is then ``scheduled``), ``[nova_lease] max_retries``
+        (the default retries) and ``[nova_lease_api] max_lease_retries``
+        (the most a lease may ask for).
     :raises LeaseParamError: (400) a ``retries`` lease asks for more.
     """
+    opts = conf.nova_lease_api
     kind = params.lease_type or opts.default_lease_type
     if kind == IMMEDIATE and not params.start_now:
         kind = SCHEDULED
@@ -61,10 +63,10 @@ def effective(params, opts, field='retries'):
         retries = 0
     elif kind == RETRIES:
         if retries is None:
-            retries = opts.max_retries
+            retries = conf.nova_lease.max_retries
         if retries > opts.max_lease_retries:
             raise lease_params.LeaseParamError(
                 field, 'range', "'%s' (%d): a lease is retried at most %d "
-                "times ([nova_lease] max_lease_retries)" % (
+                "times ([nova_lease_api] max_lease_retries)" % (
                     field, retries, opts.max_lease_retries))
     return kind, retries

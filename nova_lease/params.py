@@ -389,7 +389,7 @@ class LeaseParams:
 def default_before_end(start, end, minutes_before_end_lease):
     """The default time of a lease's before_end_lease warning, or None.
 
-    ``minutes_before_end_lease`` (``[nova_lease]`` option) before ``end``,
+    ``minutes_before_end_lease`` (``[nova_lease_api]`` option) before ``end``,
     but never more than :data:`BEFORE_END_MAX_FRACTION` (half) of the
     lease before it: a lease of an hour or less with the default 60
     minutes is warned half-way, not at its start (a 1-hour lease 30
@@ -592,7 +592,7 @@ def _parse_lease_type(value, names, start_now, retries):
                          "lease is never retried (%s)", names['retries'],
                          kind, 'it is provisioned now or not at all'
                          if value == 'immediate' else 'it hunts until '
-                         '[nova_lease] best_effort_timeout')
+                         '[nova_lease_engine] best_effort_timeout')
     return value
 
 

@@ -226,7 +226,7 @@ def pending(need):
     """Why a row or test needing ``need`` is skipped, or None.
 
     F1/F2 (best-effort creation admin-only, reasons redacted) bring
-    ``[nova_lease] best_effort_enabled``; the engine's action gate
+    ``[nova_lease_api] best_effort_enabled``; the engine's action gate
     brings its journal (``nova_lease.db`` ``action_journal``).
     """
     if need is None:

@@ -19,7 +19,7 @@ The engine migrates their servers away when the lease starts
 (nova_lease.plugins.host.plugin).
 
 A compute host is a candidate when it is in the aggregate the operator
-opted in (``[nova_lease] best_effort_aggregate``), its nova-compute is
+opted in (``[nova_lease_api] best_effort_aggregate``), its nova-compute is
 enabled and up, no other aggregate dedicates it to some projects, it is
 not reservable (not registered, not in the free pool), matches the
 request (as a registered host would: its compute node's facts), no
@@ -64,7 +64,7 @@ def usable_hosts(ctx, conf, compute):
     """
     working = nova_hosts.working_compute_hosts(ctx)
     dedicated = nova_hosts.dedicated_hosts(
-        ctx, allowed=conf.nova_lease.best_effort_aggregate)
+        ctx, allowed=conf.nova_lease_api.best_effort_aggregate)
     return {h.name for h in compute
             if h.service_host in working and h.service_host not in dedicated}
 
@@ -92,7 +92,7 @@ class Survey(object):
         self.usable = usable_hosts(ctx, conf, self.compute)
         # Only the hosts the operator opted in: never any compute host.
         opted_in = nova_hosts.aggregate_hosts(
-            ctx, conf.nova_lease.best_effort_aggregate)
+            ctx, conf.nova_lease_api.best_effort_aggregate)
         self.rows, self.servers = [], {}
         for host in self.compute:
             if (host.service_host not in opted_in or host.freepool or

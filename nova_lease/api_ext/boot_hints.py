@@ -100,9 +100,11 @@ def parse_reserved(hints):
 
 
 class BadOption(exception.NovaLeaseException):
-    """A [nova_lease] option is invalid: the operator's error (500)."""
+    """A [nova_lease_api] option is invalid: the operator's error
+    (500).
+    """
 
-    msg_fmt = 'nova_lease is misconfigured: [nova_lease] %(reason)s'
+    msg_fmt = 'nova_lease is misconfigured: [nova_lease_api] %(reason)s'
 
 
 def _option_duration(opts, name, allow_zero=False):
@@ -130,9 +132,10 @@ def lease_request(conf, hints, project_id, server_name, now):
     :raises nova_lease.params.LeaseParamError: (400) lease_params invalid.
     """
     opts = conf.nova_lease
+    api_opts = conf.nova_lease_api
     reserved = parse_reserved(hints)
     raw = _single(hints, LEASE_PARAMS)
-    max_duration = _option_duration(opts, 'max_lease_duration',
+    max_duration = _option_duration(api_opts, 'max_lease_duration',
                                     allow_zero=True)
     default_name = server_name if isinstance(server_name, str) and (
         server_name.strip()) else None
@@ -157,7 +160,7 @@ def lease_request(conf, hints, project_id, server_name, now):
     if not opts.default_lease or project_id in (
             opts.default_lease_exempt_projects or ()):
         return None
-    duration = _option_duration(opts, 'default_lease_duration')
+    duration = _option_duration(api_opts, 'default_lease_duration')
     params = lease_params.LeaseParams(
         name=default_name or 'default lease', start=now,
         end=now + duration, start_now=True)

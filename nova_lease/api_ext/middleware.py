@@ -96,7 +96,8 @@ class LeaseMiddleware(_PasteFilter):
     def __init__(self, application, **local_conf):
         self.application = application
         # Options from the [filter:nova_lease] section of api-paste.ini;
-        # everything else is read from nova.conf ([nova_lease]).
+        # everything else is read from nova.conf ([nova_lease],
+        # [nova_lease_api]).
         self.local_conf = dict(local_conf)
         self._server_create = servers.ServerCreate(application)
         # nova-api does not start without the shared side database (an

@@ -19,7 +19,7 @@ reservation's project while its lease is ACTIVE:
 * the servers that hold a slot (nova_lease.plugins.flavor.holders: with
   the flavor, in any state, being built or resized away) leave
   ``slots left``;
-* (with ``[nova_lease] instance_reservation_overflow = refuse``, the
+* (with ``[nova_lease_api] instance_reservation_overflow = refuse``, the
   default; ``error`` passes every such boot on to Nova, as Blazar does,
   and LeaseFilter's refusal puts the servers over the slots in ERROR)
 * ``min_count`` (1 if absent) over the slots left: 409 in Nova's fault
@@ -63,7 +63,7 @@ from nova_lease import status
 
 LOG = logging.getLogger(__name__)
 
-#: ``[nova_lease] instance_reservation_overflow`` values.
+#: ``[nova_lease_api] instance_reservation_overflow`` values.
 OVERFLOW_REFUSE = 'refuse'
 OVERFLOW_ERROR = 'error'
 
@@ -168,7 +168,8 @@ class SlotBoots(object):
 
     def _overflow(self):
         try:
-            return self._conf_source().nova_lease.instance_reservation_overflow
+            return (self._conf_source().nova_lease_api
+                    .instance_reservation_overflow)
         except (AttributeError, cfg.Error):
             return OVERFLOW_REFUSE
 

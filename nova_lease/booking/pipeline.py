@@ -43,7 +43,8 @@ class Caller:
     """Who asks, and how to reach Nova for them.
 
     :ivar ctx: the request's nova context (None outside nova-api).
-    :ivar conf: the ConfigOpts ([nova_lease], [nova_lease_enforcement]).
+    :ivar conf: the ConfigOpts ([nova_lease], [nova_lease_api],
+        [nova_lease_enforcement]).
     :ivar db: the side Database.
     :ivar region: the region name of this Nova, for host requests.
     :ivar nova: what the types ask of Nova before and after a booking
@@ -86,7 +87,7 @@ class Booking:
     :ivar limits: checked against the usage limits (False: a default
         lease, the operator's own).
     :ivar cleaning: minutes kept free after the end on whole hosts
-        (default ``[nova_lease] cleaning_time``).
+        (default ``[nova_lease_api] cleaning_time``).
     :ivar taken: the whole hosts that the types booked before (instance
         slots avoid them), filled while booking.
     """
@@ -103,7 +104,7 @@ class Booking:
 
     def __post_init__(self):
         if self.cleaning is None:
-            self.cleaning = self.conf.nova_lease.cleaning_time
+            self.cleaning = self.conf.nova_lease_api.cleaning_time
 
     @property
     def start(self):

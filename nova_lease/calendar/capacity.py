@@ -221,7 +221,7 @@ def check_member_zone(hosts, availability_zone, min_hosts):
         raise NarrowView(
             'availability_zone', "'availability_zone': a project's view "
             "of capacity counts every host, or a zone of at least "
-            "[nova_lease] capacity_member_min_hosts (%d) hosts that "
+            "[nova_lease_api] capacity_member_min_hosts (%d) hosts that "
             "leaves out none or at least as many; zone %r does not "
             "(an admin's view does)" % (min_hosts, availability_zone))
 

@@ -13,8 +13,8 @@
 
     nova-lease-engine [--config-file /etc/nova/nova.conf] [--engine-id ID]
 
-It reads ``[nova_lease]``, ``[nova_lease_auth]`` and
-``[oslo_messaging_notifications]`` from nova.conf (without
+It reads ``[nova_lease]``, ``[nova_lease_engine]``, ``[nova_lease_auth]``
+and ``[oslo_messaging_notifications]`` from nova.conf (without
 --config-file: the standard locations of project "nova"), logs with
 oslo.log, and runs until SIGTERM or SIGINT: then it stops claiming,
 lets running actions finish for ``engine_shutdown_timeout`` seconds and
@@ -115,7 +115,7 @@ def check(conf):
     nova_lease.registration), and the engine's options consistent.
     """
     try:
-        lease_engine.check_options(conf.nova_lease)
+        lease_engine.check_options(conf)
         registration.check_database(conf)
     except exception.NovaLeaseException as e:
         return str(e)
@@ -131,7 +131,7 @@ def start_compute_hook(conf, engine, notifier=None, transport=None):
 
     The hook (nova_lease.compute_hook) listens to Nova's versioned
     instance notifications and runs its reconcile pass every
-    ``[nova_lease] reconcile_interval`` seconds; it shares the engine's
+    ``[nova_lease_engine] reconcile_interval`` seconds; it shares the engine's
     database and the virtual:instance plugin's compute client. A failure
     to start it is logged: the engine runs anyway.
     """

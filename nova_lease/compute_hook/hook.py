@@ -34,7 +34,7 @@ It runs in nova-lease-engine and acts on Nova through
     events cancelled), see
     :func:`nova_lease.plugins.instance.leases.instance_deleted`.
 
-* :func:`reconcile`, a pass the engine runs every ``[nova_lease]
+* :func:`reconcile`, a pass the engine runs every ``[nova_lease_engine]
   reconcile_interval`` seconds: it repairs what a lost (or never sent)
   notification missed, so that leases work without notifications too,
   only slower.
@@ -361,26 +361,26 @@ def start_listener(conf, hook, transport=None):
     if transport is None:
         transport = oslo_messaging.get_notification_transport(conf)
     targets = [oslo_messaging.Target(topic=topic)
-               for topic in conf.nova_lease.notification_topics]
+               for topic in conf.nova_lease_engine.notification_topics]
     listener = oslo_messaging.get_notification_listener(
         transport, targets, [InstanceEndpoint(hook)], executor='threading',
         pool=POOL)
     listener.start()
     LOG.info('Compute hook listening on %s (pool %s)',
-             ', '.join(conf.nova_lease.notification_topics), POOL)
+             ', '.join(conf.nova_lease_engine.notification_topics), POOL)
     return listener
 
 
 class Reconciler(object):
     """Runs :meth:`ComputeHook.reconcile` in a daemon thread.
 
-    Every ``[nova_lease] reconcile_interval`` seconds; the engine process
-    starts it.
+    Every ``[nova_lease_engine] reconcile_interval`` seconds; the engine
+    process starts it.
     """
 
     def __init__(self, hook, interval=None):
         self.hook = hook
-        self.interval = (hook.conf.nova_lease.reconcile_interval
+        self.interval = (hook.conf.nova_lease_engine.reconcile_interval
                          if interval is None else interval)
         self._stop = threading.Event()
         self._thread = None

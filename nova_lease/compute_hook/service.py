@@ -41,8 +41,9 @@ def start(conf, db=None, compute_client=None, notifier=None,
           transport=None, listen=None):
     """Start the compute hook; return ``stop()``.
 
-    :param conf: the engine's ConfigOpts ([nova_lease], [nova_lease_auth],
-        and the oslo.messaging notification options of nova.conf).
+    :param conf: the engine's ConfigOpts ([nova_lease],
+        [nova_lease_engine], [nova_lease_auth], and the oslo.messaging
+        notification options of nova.conf).
     :param transport: the notification transport (default: from conf).
     :param listen: True/False to start the listener or not; None (the
         default): when :func:`notifications_configured`.
@@ -57,7 +58,7 @@ def start(conf, db=None, compute_client=None, notifier=None,
             LOG.warning('No [oslo_messaging_notifications] driver: the '
                         'compute hook does not listen to Nova; leases are '
                         'kept right by its reconcile pass every %s s',
-                        conf.nova_lease.reconcile_interval)
+                        conf.nova_lease_engine.reconcile_interval)
     if listen:
         try:
             listener = compute_hook.start_listener(conf, hook,
@@ -66,7 +67,8 @@ def start(conf, db=None, compute_client=None, notifier=None,
             LOG.exception('Compute hook: no notification listener (Nova\'s '
                           'versioned notifications will not be seen); '
                           'leases are kept right by the reconcile pass '
-                          'every %s s', conf.nova_lease.reconcile_interval)
+                          'every %s s',
+                          conf.nova_lease_engine.reconcile_interval)
     reconciler = compute_hook.Reconciler(hook).start()
 
     def stop():

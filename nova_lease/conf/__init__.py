@@ -23,14 +23,21 @@ import os
 from oslo_config import cfg
 import oslo_messaging
 
+from nova_lease.conf import api
 from nova_lease.conf import auth
 from nova_lease.conf import database
 from nova_lease.conf import enforcement
+from nova_lease.conf import engine
 from nova_lease.conf import lease
+from nova_lease.conf import scheduler
 from nova_lease import exception
 from nova_lease import wire
 
-_MODULES = (lease, database, auth, enforcement)
+_MODULES = (lease, api, scheduler, engine, database, auth, enforcement)
+
+#: [nova_lease] and the groups its single-process options moved to (each
+#: option is still read from [nova_lease] with a deprecation warning).
+_LEASE_MODULES = (lease, api, scheduler, engine)
 
 
 def register_opts(conf):
@@ -45,6 +52,20 @@ def list_opts():
     for module in _MODULES:
         result.extend(module.list_opts())
     return result
+
+
+def group_of(name):
+    """The group of option ``name`` of [nova_lease] or of a group split
+    from it ([nova_lease_api], [nova_lease_scheduler],
+    [nova_lease_engine]), for tools and tests that write nova.conf.
+
+    :raises KeyError: no such option.
+    """
+    for module in _LEASE_MODULES:
+        for group, opts in module.list_opts():
+            if any(opt.dest == name for opt in opts):
+                return group.name
+    raise KeyError(name)
 
 
 def connection_url(conf):

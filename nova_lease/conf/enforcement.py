@@ -37,7 +37,7 @@ def _group():
     return cfg.OptGroup(
         GROUP_NAME, title='nova_lease usage enforcement',
         help='Limits on what one project may lease (Blazar\'s usage '
-             'enforcement). The longest lease is [nova_lease] '
+             'enforcement). The longest lease is [nova_lease_api] '
              'max_lease_duration. Read by the nova-api paste filter from '
              'nova.conf.')
 
@@ -109,7 +109,7 @@ new lease (or, for a lease whose dates change, its own hosts).
                 default=[],
                 help="""
 Project ids to which no limit of this group applies (operators' own
-projects). [nova_lease] max_lease_duration still applies.
+projects). [nova_lease_api] max_lease_duration still applies.
 """),
 ]
 

@@ -130,7 +130,7 @@ class ActionsMixin(object):
         for job in expired:
             event = job.event
             job.guard.cancel('%s did not finish within %s s '
-                             '([nova_lease] plugin_call_timeout)'
+                             '([nova_lease_engine] plugin_call_timeout)'
                              % (job.call_what, timeout))
             LOG.error('%(what)s for %(type)s of lease %(lease)s is stuck '
                       'for more than %(timeout)s s: giving up on it',
@@ -248,7 +248,7 @@ class ActionsMixin(object):
 
     def _act(self, job, event, lease):
         etype = event['event_type']
-        limit = outcomes.max_retries(lease, self.opts) + 1
+        limit = outcomes.max_retries(lease, self.conf) + 1
         if event['attempts'] > limit and not outcomes.hunting(event, lease):
             raise jobs.GaveUp(attempts=event['attempts'] - 1,
                               error=event.get('last_error') or
@@ -332,7 +332,7 @@ class ActionsMixin(object):
         """The result and notices of a failed action: retried later, or
         the lease in ERROR (see outcomes).
         """
-        result, notices = outcomes.failure(event, lease, error, self.opts)
+        result, notices = outcomes.failure(event, lease, error, self.conf)
         self.stats['retried' if result['status'] == _E.UNDONE
                    else 'failed'] += 1
         return result, notices

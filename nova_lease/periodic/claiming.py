@@ -190,14 +190,14 @@ class ClaimingMixin(object):
 
     def _recover(self, force=False):
         now = timeutils.utcnow()
-        interval = min(self.opts.engine_claim_timeout / 2.0, 10.0)
+        interval = min(self.shared.engine_claim_timeout / 2.0, 10.0)
         last = self._last_recovery
         if not force and last is not None and (
                 time.monotonic() - last < interval):
             return
         self._last_recovery = time.monotonic()
         for event in db_api.engine_recover_events(
-                self.db, now, self.opts.engine_claim_timeout):
+                self.db, now, self.shared.engine_claim_timeout):
             self.stats['recovered'] += 1
             LOG.warning('Released the expired claim of %(by)s (at %(at)s) '
                         'on %(type)s %(id)s of lease %(lease)s',
@@ -209,7 +209,7 @@ class ClaimingMixin(object):
     def _refresh(self):
         now = timeutils.utcnow()
         every = datetime.timedelta(
-            seconds=self.opts.engine_claim_timeout / 3.0)
+            seconds=self.shared.engine_claim_timeout / 3.0)
         if now - self._last_refresh < every:
             return
         ids = [j.event['id'] for j in self._unfinished()]

@@ -41,7 +41,7 @@ began, and watches the other engines' heartbeats: the claims of an engine
 whose heartbeat counter has not moved for ``engine_heartbeat_timeout``
 seconds (by this engine's clock) are released at once
 (nova_lease.periodic.liveness). A third one runs the idle-host action
-(``[nova_lease] idle_host_action``, nova_lease.periodic.idle).
+(``[nova_lease_engine] idle_host_action``, nova_lease.periodic.idle).
 
 Each job carries a guard (nova_lease.guard), installed for its worker
 thread: a job that timed out, or whose claims were released at stop, is
@@ -111,25 +111,28 @@ def server_changed(server_id=None, server=None):
         engine.observe_now(server_id, server)
 
 
-def check_options(opts):
-    """Refuse options that contradict each other (``[nova_lease]``).
+def check_options(conf):
+    """Refuse options that contradict each other (``[nova_lease]`` and
+    ``[nova_lease_engine]`` of ``conf``).
 
     :raises nova_lease.exception.ConfigurationError: with what to change.
     """
+    shared, opts = conf.nova_lease, conf.nova_lease_engine
     problems = []
-    if opts.engine_claim_timeout <= opts.plugin_call_timeout:
+    if shared.engine_claim_timeout <= opts.plugin_call_timeout:
         problems.append(
             '[nova_lease] engine_claim_timeout (%s s) must be larger than '
-            'plugin_call_timeout (%s s): a claim must outlive the longest '
-            'plugin call, or another engine takes over an action that is '
-            'still running' % (opts.engine_claim_timeout,
-                               opts.plugin_call_timeout))
-    if opts.engine_heartbeat_timeout < 3 * opts.engine_heartbeat_interval:
+            '[nova_lease_engine] plugin_call_timeout (%s s): a claim must '
+            'outlive the longest plugin call, or another engine takes over '
+            'an action that is still running' % (
+                shared.engine_claim_timeout, opts.plugin_call_timeout))
+    if shared.engine_heartbeat_timeout < 3 * opts.engine_heartbeat_interval:
         problems.append(
             '[nova_lease] engine_heartbeat_timeout (%s s) must be at least '
-            'three times engine_heartbeat_interval (%s s), or live engines '
-            'are taken for dead' % (opts.engine_heartbeat_timeout,
-                                    opts.engine_heartbeat_interval))
+            'three times [nova_lease_engine] engine_heartbeat_interval '
+            '(%s s), or live engines are taken for dead' % (
+                shared.engine_heartbeat_timeout,
+                opts.engine_heartbeat_interval))
     if problems:
         raise exception.ConfigurationError(reason='; '.join(problems))
 
@@ -153,8 +156,11 @@ class Engine(claiming.ClaimingMixin, actions.ActionsMixin):
     def __init__(self, conf, db=None, plugins=None, notifier=None,
                  engine_id=None):
         self.conf = conf
-        self.opts = conf.nova_lease
-        check_options(self.opts)
+        # The options only the engine reads, and those it shares with
+        # other processes (see nova_lease.conf).
+        self.opts = conf.nova_lease_engine
+        self.shared = conf.nova_lease
+        check_options(conf)
         self.db = db if db is not None else db_api.get_database(conf)
         self.plugins = (plugin_base.load_plugins(conf) if plugins is None
                         else dict(plugins))

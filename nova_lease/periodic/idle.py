@@ -9,7 +9,7 @@
 # WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
 # License for the specific language governing permissions and limitations
 # under the License.
-"""The engine's idle-host action (``[nova_lease] idle_host_action``).
+"""The engine's idle-host action (``[nova_lease_engine] idle_host_action``).
 
 With ``disable``, every ``idle_host_interval`` seconds the engine looks
 at the registered hosts of the free pool:
@@ -183,6 +183,7 @@ class IdleHosts(object):
     def __init__(self, engine):
         self._engine = engine
         self.opts = engine.opts
+        self.shared = engine.shared
         self.db = engine.db
         self._stop = threading.Event()
         self._thread = None
@@ -198,21 +199,22 @@ class IdleHosts(object):
         """Run passes in a thread of their own (one with ``none``)."""
         if self._compute() is None:
             if self.opts.idle_host_action != NONE:
-                LOG.warning('[nova_lease] idle_host_action = %s needs a '
-                            'resource plugin that calls the compute API '
-                            '(physical:host): idle hosts are left alone',
+                LOG.warning('[nova_lease_engine] idle_host_action = %s '
+                            'needs a resource plugin that calls the compute '
+                            'API (physical:host): idle hosts are left alone',
                             self.opts.idle_host_action)
             return
         if (self.opts.idle_host_action == DISABLE and
                 self.opts.idle_host_interval >=
-                60 * self.opts.idle_host_wake_minutes):
-            LOG.warning('[nova_lease] idle_host_interval (%(interval)s s) '
-                        'is not shorter than idle_host_wake_minutes '
+                60 * self.shared.idle_host_wake_minutes):
+            LOG.warning('[nova_lease_engine] idle_host_interval '
+                        '(%(interval)s s) is not shorter than [nova_lease] '
+                        'idle_host_wake_minutes '
                         '(%(wake)s min): idle hosts may be enabled after '
                         'their wake-up time (at the latest when a host '
                         'lease starts on them)',
                         {'interval': self.opts.idle_host_interval,
-                         'wake': self.opts.idle_host_wake_minutes})
+                         'wake': self.shared.idle_host_wake_minutes})
         self._thread = threading.Thread(target=self._loop,
                                         name='lease-idle-hosts', daemon=True)
         self._thread.start()
@@ -255,7 +257,7 @@ class IdleHosts(object):
         services = {s.get('host'): s for s in client.list_services(
             binary=COMPUTE_BINARY)}
         pool = {a.get('name'): a for a in client.list_aggregates()}.get(
-            self.opts.freepool_aggregate) or {}
+            self.shared.freepool_aggregate) or {}
         in_pool = set(pool.get('hosts') or ())
         # Every compute node of each service (one request): a service
         # runs several with Ironic or vCenter.
@@ -389,7 +391,7 @@ class IdleHosts(object):
                     (in_pool is None or service_host in in_pool))
         return decide(now, bookings.get(name, ()), service, eligible,
                       self.opts.idle_host_min_hours,
-                      self.opts.idle_host_wake_minutes)
+                      self.shared.idle_host_wake_minutes)
 
     def _enable(self, client, host, service_host, until, wake_at, why):
         if not enable_ours(client.idle(), service_host):

@@ -38,12 +38,12 @@ LOG = logging.getLogger(__name__)
 
 class PluginTimeout(exception.NovaLeaseException):
     msg_fmt = ('%(what)s did not finish within %(timeout)s s '
-               '([nova_lease] plugin_call_timeout)')
+               '([nova_lease_engine] plugin_call_timeout)')
 
 
 class NoPlugin(exception.NovaLeaseException):
     msg_fmt = ('no resource plugin handles %(type)s reservations: add it to '
-               '[nova_lease] resource_plugins of nova-lease-engine')
+               '[nova_lease_engine] resource_plugins of nova-lease-engine')
 
 
 class GaveUp(exception.NovaLeaseException):

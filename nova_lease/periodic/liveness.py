@@ -50,6 +50,7 @@ class Liveness(object):
         self.conf = engine.conf
         self.db = engine.db
         self.opts = engine.opts
+        self.shared = engine.shared
         self.engine_id = engine.engine_id
         self.stats = engine.stats
         self.process_id = None
@@ -155,7 +156,7 @@ class Liveness(object):
                         'the claims it held were released, and its '
                         'running actions send nothing more to Nova',
                         {'id': self.engine_id, 'why': was})
-        timeout = self.opts.engine_heartbeat_timeout
+        timeout = self.shared.engine_heartbeat_timeout
         last, self._last_look = self._last_look, now
         if last is None or now - last > timeout / 2.0:
             # We did not watch (start, or this process was stalled): time

@@ -45,7 +45,7 @@ class Observer(object):
     """Watches the servers the Waits of one engine's jobs wait for.
 
     :param engine_id: the engine's id, for messages.
-    :param opts: the ``[nova_lease]`` options.
+    :param opts: the ``[nova_lease_engine]`` options.
     :param resume: called as ``resume(entry, server, error)`` when a
         :class:`nova_lease.periodic.jobs.Waiting` is over (``error``: why
         it failed, or None); it raises RuntimeError when the engine is

@@ -45,10 +45,10 @@ HUNT_TIMED_OUT = plugin_base.HuntTimedOut
 #: Nova's faults, is logged only).
 HUNT_SAFE = ('servers are still being moved off the hosts the lease took '
              'from the cloud (the operator has the details)')
-TIMED_OUT_SAFE = ('best-effort lease gave up after %d minutes ([nova_lease] '
-                  'best_effort_timeout): the hosts it took from the cloud '
-                  'were not emptied in time; every host it held is '
-                  'released')
+TIMED_OUT_SAFE = ('best-effort lease gave up after %d minutes '
+                  '([nova_lease_engine] best_effort_timeout): the hosts it '
+                  'took from the cloud were not emptied in time; every host '
+                  'it held is released')
 
 SUCCESS_NOTICES = {
     _T.START_LEASE: notifications.START,
@@ -62,10 +62,12 @@ def sources(kind, new):
                   if status.can_transition(kind, old, new))
 
 
-def max_retries(lease, opts):
-    """How many times a failed action of lease is retried."""
+def max_retries(lease, conf):
+    """How many times a failed action of lease is retried (its own
+    retries, else ``[nova_lease] max_retries`` of ``conf``).
+    """
     retries = lease.get('retries')
-    return opts.max_retries if retries is None else retries
+    return conf.nova_lease.max_retries if retries is None else retries
 
 
 def hunting(event, lease):
@@ -139,10 +141,11 @@ def success(event, lease, notes=()):
     return result(event, _E.DONE, **extra), notices
 
 
-def failure(event, lease, error, opts):
+def failure(event, lease, error, conf):
+    opts = conf.nova_lease_engine
     etype = event['event_type']
     attempts = event['attempts']
-    retries = max_retries(lease, opts)
+    retries = max_retries(lease, conf)
     message = str(error) or type(error).__name__
     now = timeutils.utcnow()
     if hunting(event, lease):

@@ -50,15 +50,15 @@ calls ``then`` in a worker when the server is there: a burst of starts
 issues all its Nova actions at once instead of one per worker. Outside
 the engine, :func:`resolve` waits for a Wait in place.
 
-A call that outlives ``[nova_lease] plugin_call_timeout``, or whose
+A call that outlives ``[nova_lease_engine] plugin_call_timeout``, or whose
 event's claim was taken over, is abandoned by the engine: its requests to
 Nova through ``nova_lease.compute`` are then refused (``nova_lease.guard``
 raises ``Cancelled``; let it propagate). A plugin that changes something
 by other means should call ``nova_lease.guard.check(what)`` first.
 
 Plugins are found with stevedore in the ``nova_lease.resource_plugins``
-entry point namespace; ``[nova_lease] resource_plugins`` lists the names to
-load. A plugin class is built as ``cls(conf)``.
+entry point namespace; ``[nova_lease_engine] resource_plugins`` lists the
+names to load. A plugin class is built as ``cls(conf)``.
 """
 
 import abc
@@ -284,13 +284,14 @@ class ComputePlugin(ResourcePlugin):
 def load_plugins(conf, names=None, strict=False):
     """Load the enabled plugins; return {resource_type: plugin}.
 
-    ``names`` defaults to ``[nova_lease] resource_plugins``. A name without
-    an entry point is logged and skipped unless ``strict``: the events of
-    leases that need it then fail with a reason that names the option.
+    ``names`` defaults to ``[nova_lease_engine] resource_plugins``. A name
+    without an entry point is logged and skipped unless ``strict``: the
+    events of leases that need it then fail with a reason that names the
+    option.
 
     :raises PluginNotFound: ``strict`` and a name has no entry point.
     """
-    names = list(conf.nova_lease.resource_plugins if names is None
+    names = list(conf.nova_lease_engine.resource_plugins if names is None
                  else names)
     if not names:
         return {}
@@ -311,7 +312,7 @@ def load_plugins(conf, names=None, strict=False):
         if strict:
             raise PluginNotFound(name=', '.join(sorted(missing)),
                                  namespace=NAMESPACE)
-        LOG.error('Resource plugins %(names)s listed in [nova_lease] '
+        LOG.error('Resource plugins %(names)s listed in [nova_lease_engine] '
                   'resource_plugins are not installed; leases that use '
                   'them will fail', {'names': ', '.join(sorted(missing))})
     plugins = {}

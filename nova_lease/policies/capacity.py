@@ -40,7 +40,7 @@ rules = [
                     "and free capacity of the cloud and the promises of "
                     "the caller's project's leases, nothing of other "
                     "projects; narrowed to an availability zone only "
-                    "when it counts at least [nova_lease] "
+                    "when it counts at least [nova_lease_api] "
                     "capacity_member_min_hosts hosts.",
         operations=[{'method': 'GET', 'path': _PATH}],
         scope_types=['project']),

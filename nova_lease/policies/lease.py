@@ -58,8 +58,8 @@ rules = [
         description="Create a best_effort host lease (lease_type "
                     "best_effort), which live- or cold-migrates other "
                     "projects' unleased servers off the compute hosts of "
-                    "[nova_lease] best_effort_aggregate (checked after "
-                    "nova_lease:leases:create; [nova_lease] "
+                    "[nova_lease_api] best_effort_aggregate (checked after "
+                    "nova_lease:leases:create; [nova_lease_api] "
                     "best_effort_enabled must be on). Admin-only, as Nova's "
                     "os_compute_api:os-migrate-server:migrate_live and "
                     "os_compute_api:os-migrate-server:migrate are.",

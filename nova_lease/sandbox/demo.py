@@ -424,7 +424,7 @@ def _end_host_lease(demo):
 #: there (one on the first, two on the second), and the lease takes the
 #: free pool's host (DEMO_HOST) plus the cheapest of them to empty.
 HUNT_HOSTS = ('host1', 'host2')
-#: The sandbox's [nova_lease] best_effort_aggregate (nova_aio).
+#: The sandbox's [nova_lease_api] best_effort_aggregate (nova_aio).
 BEST_EFFORT_AGGREGATE = 'best-effort'
 
 
@@ -434,7 +434,7 @@ def _hunt_bystanders(demo):
     admin = Compute(demo.admin_env)
     demo.say('openstack aggregate create %s; openstack aggregate add host '
              '... %s   (the hosts best-effort leases may empty: '
-             '[nova_lease] best_effort_aggregate)', BEST_EFFORT_AGGREGATE,
+             '[nova_lease_api] best_effort_aggregate)', BEST_EFFORT_AGGREGATE,
              ' '.join(HUNT_HOSTS))
     found = [a for a in admin.nova.aggregates.list()
              if a.name == BEST_EFFORT_AGGREGATE]

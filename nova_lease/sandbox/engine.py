@@ -63,12 +63,12 @@ CONF_NAME = 'nova-lease-engine.conf'
 LOG_NAME = 'nova-lease-engine.log'
 PID_NAME = 'nova-lease-engine.pid'
 
-#: [nova_lease] reconcile_interval of the sandbox's engine (see above).
+#: [nova_lease_engine] reconcile_interval of the sandbox's engine (see above).
 RECONCILE_INTERVAL = 5
-#: [nova_lease] engine_max_sleep of the sandbox's engine (see above).
+#: [nova_lease_engine] engine_max_sleep of the sandbox's engine (see above).
 MAX_SLEEP = 1.0
-#: [nova_lease] engine_shutdown_timeout of the sandbox's engine: the fake
-#: computes act in milliseconds, and Ctrl-C should not take half a minute.
+#: [nova_lease_engine] engine_shutdown_timeout of the sandbox's engine: the
+#: fake computes act in milliseconds, and Ctrl-C should not take half a minute.
 SHUTDOWN_TIMEOUT = 10
 
 #: What the engine logs once its loop runs (nova_lease.periodic.engine).
@@ -126,7 +126,7 @@ def write_engine_conf(path, log_file, connection, auth, debug=False):
         '# The side database of nova-api and nova-scheduler (nova.conf).',
         'connection = %s' % connection,
         '',
-        '[nova_lease]',
+        '[nova_lease_engine]',
         '# Nova sends its versioned notifications on the fake:// transport',
         '# inside the sandbox process: they cannot reach this process, and',
         '# no [oslo_messaging_notifications] driver is set here. The compute',

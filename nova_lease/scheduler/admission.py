@@ -18,7 +18,7 @@ that its cost does not grow with the reservations elsewhere in time
 (benchmarks/admission.py):
 
 1. the candidate hosts: Nova's compute nodes (capacity and usage, a copy
-   kept for ``[nova_lease] admission_inventory_ttl`` seconds), less every
+   kept for ``[nova_lease_api] admission_inventory_ttl`` seconds), less every
    host registered for host reservations (the side database's ``hosts``
    table, whether reservable and whether in the free pool right now:
    such a host goes back to the free pool when its host lease ends) and
@@ -387,7 +387,8 @@ def allocate_instances(session, conf, flavor, count, start, end,
     """Choose hosts for count instances of flavor over [start, end).
 
     :param session: a writer session of the side database (db.writer()).
-    :param conf: the ConfigOpts holding [nova_lease].
+    :param conf: the ConfigOpts holding [nova_lease] and
+        [nova_lease_api].
     :param flavor: dict with vcpus, memory_mb and disk_gb.
     :param count: number of instances (multi-create).
     :param start: naive UTC datetime; :param end: naive UTC datetime.

@@ -89,7 +89,7 @@ class NovaInventory(Inventory):
 
     Compute nodes come from Nova's cell databases (one ComputeNode query
     per cell) and the free pool from the API database; both are kept for
-    ``[nova_lease] admission_inventory_ttl`` seconds (then read again in
+    ``[nova_lease_api] admission_inventory_ttl`` seconds (then read again in
     the background while the old copy still answers), for the plan only:
     the usage of the hosts a plan chooses is always read again from
     placement (:meth:`placement_usage`), and their aggregates
@@ -128,7 +128,7 @@ class NovaInventory(Inventory):
 
     def _ttl(self):
         try:
-            return float(self.conf.nova_lease.admission_inventory_ttl)
+            return float(self.conf.nova_lease_api.admission_inventory_ttl)
         except (AttributeError, TypeError, ValueError):
             return 0.0
 

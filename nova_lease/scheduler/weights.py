@@ -15,9 +15,9 @@ The default prefers, for a time-bounded (leased) request, the host where
 it ends closest before the next promised demand that would no longer let
 it fit (least fragmentation of future capacity); and, for unleased work,
 the hosts with no future promise, then those whose next promise is the
-furthest away. Set ``[nova_lease] weigher_multiplier`` (or the aggregate
-metadata key ``lease_weigher_multiplier``) to a negative number to invert
-that, or to 0 to disable the weigher.
+furthest away. Set ``[nova_lease_scheduler] weigher_multiplier`` (or the
+aggregate metadata key ``lease_weigher_multiplier``) to a negative number
+to invert that, or to 0 to disable the weigher.
 
 Operators enable it in nova.conf by adding
 ``nova_lease.scheduler.weights.LeaseWeigher`` to ``[filter_scheduler]
@@ -52,7 +52,7 @@ class LeaseWeigher(weights.BaseHostWeigher):
         """Override the weight multiplier (aggregate metadata wins)."""
         return utils.get_weight_multiplier(
             host_state, 'lease_weigher_multiplier',
-            CONF.nova_lease.weigher_multiplier)
+            CONF.nova_lease_scheduler.weigher_multiplier)
 
     def weigh_objects(self, weighed_obj_list, weight_properties):
         """Weigh every host at once, with the LeaseFilter's view."""

@@ -13,8 +13,9 @@
 
 Nova runs as an operator would run it with the plugin: the paste filter is
 in api-paste.ini (generated from Nova's packaged file), LeaseFilter and
-LeaseWeigher are named in ``[filter_scheduler]``, ``[nova_lease]`` options
-are set in Nova's CONF. Nothing of nova_lease is instantiated by the tests.
+LeaseWeigher are named in ``[filter_scheduler]``, ``[nova_lease]`` (and
+``[nova_lease_api]``, ...) options are set in Nova's CONF. Nothing of
+nova_lease is instantiated by the tests.
 """
 
 import faulthandler
@@ -62,7 +63,7 @@ RPC_WORKERS = 8
 # The module of Nova's fixtures (``nova.tests.fixtures.nova`` as a dotted
 # attribute path is the nova package: the fixtures package imports it).
 nova_fixtures_module = importlib.import_module('nova.tests.fixtures.nova')
-# Register [nova_lease] and [nova_lease_auth] before any self.flags() on
+# Register [nova_lease*] and [nova_lease_auth] before any self.flags() on
 # them (Nova itself never imports the plugin's options).
 lease_conf.register_opts(CONF)
 
@@ -413,22 +414,27 @@ class LeaseFunctionalBase(integrated_helpers._IntegratedTestBase):
     def engine_conf(self, **options):
         """The engine's ConfigOpts, as nova-lease-engine builds it.
 
-        Writes a config file with [nova_lease] ``options``, the
+        Writes a config file with ``options`` (each in its group:
+        [nova_lease], [nova_lease_engine], ...), the
         [nova_lease_database] ``connection`` (by default this test's side
         database) and a [nova_lease_auth]
         service user (the admin) for the in-process compute API, and parses
         it with the engine's own parser.
         """
         from nova_lease.cmd import engine as engine_cmd
+        from nova_lease import conf as lease_conf
 
         connection = options.pop('connection', self.lease_db_url)
         path = os.path.join(
             os.path.dirname(self.lease_db_url[len('sqlite:///'):]),
             'engine.conf')
         with open(path, 'w') as f:
-            f.write('[nova_lease]\n')
+            groups = {}
             for key, value in options.items():
-                f.write('%s = %s\n' % (key, value))
+                groups.setdefault(lease_conf.group_of(key), []).append(
+                    '%s = %s\n' % (key, value))
+            for group, lines in sorted(groups.items()):
+                f.write('[%s]\n%s' % (group, ''.join(lines)))
             f.write('[nova_lease_database]\nconnection = %s\n' % connection)
             f.write('[nova_lease_auth]\n'
                     'auth_type = password\n'

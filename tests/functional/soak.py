@@ -89,7 +89,7 @@ class SoakCase(test_lease_api.LeaseAPIMixin,
         # hosts of one aggregate.
         self.flags(best_effort_enabled=True,
                    best_effort_aggregate=BEST_EFFORT_AGGREGATE,
-                   group='nova_lease')
+                   group='nova_lease_api')
         self.ops_api = api_client.TestOpenStackClient(
             'operator', self.api_fixture.base_url, project_id=OPS_PROJECT,
             roles=['reader', 'member', 'admin'])

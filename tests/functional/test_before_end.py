@@ -11,7 +11,7 @@
 # under the License.
 """When the before_end_lease warning fires, through the lease API.
 
-* The default (``[nova_lease] minutes_before_end_lease`` = 60) must not
+* The default (``[nova_lease_api] minutes_before_end_lease`` = 60) must not
   put the warning of a lease of an hour or less at its start: a short
   lease is warned at most half of its length before its end.
 * ``before_end_date`` and the before_end_lease events agree: after an
@@ -83,7 +83,7 @@ class BeforeEndTest(test_host_reservation.HostLeaseMixin,
                          _parse(lease['before_end_date']))
 
     def test_extension_rearms_the_warning_consistently(self):
-        self.flags(minutes_before_end_lease=10, group='nova_lease')
+        self.flags(minutes_before_end_lease=10, group='nova_lease_api')
         self._register('host1')
         lease = self._create(self._lease_body('now', self._at(minutes=30)))
         url = PREFIX + '/leases/%s' % lease['id']

@@ -17,7 +17,7 @@ engine live-migrates their servers away (Nova's scheduler, LeaseFilter
 included, picks where they go); the lease is IN_PROGRESS until its hosts
 are empty, then ACTIVE. Refused up front (409, nothing left) when the
 rest of the cloud cannot take the servers; TIMEDOUT after
-``[nova_lease] best_effort_timeout`` with every host released, no server
+``[nova_lease_engine] best_effort_timeout`` with every host released, no server
 lost and none left migrating; a leased server is never moved.
 """
 
@@ -45,7 +45,7 @@ TINY, MEDIUM = '1', '3'
 
 class BestEffortMixin(test_host_reservation.HostLeaseMixin):
 
-    #: The aggregate of [nova_lease] best_effort_aggregate.
+    #: The aggregate of [nova_lease_api] best_effort_aggregate.
     HUNTING = 'best-effort'
     #: Hosts put in it at setUp (None: every host but host1, which the
     #: tests register).
@@ -59,7 +59,7 @@ class BestEffortMixin(test_host_reservation.HostLeaseMixin):
             roles=['reader', 'member', 'admin'])
         self.other.microversion = 'latest'
         self.flags(best_effort_enabled=True,
-                   best_effort_aggregate=self.HUNTING, group='nova_lease')
+                   best_effort_aggregate=self.HUNTING, group='nova_lease_api')
         opted_in = self.OPTED_IN
         if opted_in is None:
             opted_in = sorted(h for h in self.COMPUTES if h != 'host1')
@@ -482,7 +482,7 @@ class BestEffortAdmissionTest(BestEffortMixin, base.LeaseFunctionalBase):
         self.assertEqual('IN_PROGRESS', lease['status'])
 
     def test_f1_off_unless_enabled(self):
-        self.flags(best_effort_enabled=False, group='nova_lease')
+        self.flags(best_effort_enabled=False, group='nova_lease_api')
         self._register('host1')
         bystander = self._server_on('host3', 'bystander')
         body = self._best_effort(2, status=400)
@@ -499,11 +499,11 @@ class BestEffortAdmissionTest(BestEffortMixin, base.LeaseFunctionalBase):
         self.api.api_delete(PREFIX + '/leases/%s' % lease['id'])
         self.engine.process_due()
         # No aggregate named: no candidate at all, whatever runs where.
-        self.flags(best_effort_aggregate=None, group='nova_lease')
+        self.flags(best_effort_aggregate=None, group='nova_lease_api')
         body = self._best_effort(2, status=409, name='none')
         self.assertIn('best_effort_aggregate', body['error_message'])
         self.flags(best_effort_aggregate='no-such-aggregate',
-                   group='nova_lease')
+                   group='nova_lease_api')
         self._best_effort(2, status=409, name='missing')
         self.assertEqual('host2', self._settled(cheap))
         for server in crowd:

@@ -341,11 +341,11 @@ class CapacityTest(test_host_reservation.HostLeaseMixin,
     def test_member_cannot_narrow_the_view_to_a_few_hosts(self):
         # host3 alone in a zone: through it, a member would see exactly
         # when another project holds that host (its free capacity drops
-        # by a whole host's). Below [nova_lease] capacity_member_min_hosts
+        # by a whole host's). Below [nova_lease_api] capacity_member_min_hosts
         # hosts, a zone is the admin's; so is the other zone when what it
         # leaves out is below it (the difference with the unfiltered view
         # would show host3 alone).
-        self.flags(capacity_member_min_hosts=2, group='nova_lease')
+        self.flags(capacity_member_min_hosts=2, group='nova_lease_api')
         self._register('host3')
         self._zone('small', 'host3')
         theirs = self._create(self._lease_body(
@@ -369,7 +369,7 @@ class CapacityTest(test_host_reservation.HostLeaseMixin,
         self.assertEqual(2, self._get(availability_zone='nova')[
             'capacity']['hosts'])
         # An operator who allows single hosts gives members every zone.
-        self.flags(capacity_member_min_hosts=1, group='nova_lease')
+        self.flags(capacity_member_min_hosts=1, group='nova_lease_api')
         small = self._get(api=self.api, availability_zone='small')[
             'capacity']
         self.assertEqual((1, 'project'), (small['hosts'], small['view']))

@@ -26,6 +26,7 @@ import fixtures
 from oslo_utils import timeutils
 from testtools import content
 
+from nova_lease import conf as lease_conf
 from nova_lease.db import api as db_api
 from nova_lease.periodic import events as lease_events
 
@@ -36,13 +37,19 @@ ENGINE_BIN = os.path.join(os.path.dirname(sys.executable),
 def write_config(path, nova_lease=None, noop=None, default=None,
                  extra=None):
     """Write an engine config file with these [section] options
-    (``connection`` in ``nova_lease`` goes to [nova_lease_database]).
+    (``connection`` in ``nova_lease`` goes to [nova_lease_database], the
+    other options of ``nova_lease`` to their groups: [nova_lease],
+    [nova_lease_engine], ...).
     """
     nova_lease = dict(nova_lease or {})
     database = ({'connection': nova_lease.pop('connection')}
                 if 'connection' in nova_lease else None)
-    sections = (('DEFAULT', default), ('nova_lease', nova_lease),
-                ('nova_lease_database', database), ('nova_lease_noop', noop))
+    groups = {}
+    for key, value in nova_lease.items():
+        groups.setdefault(lease_conf.group_of(key), {})[key] = value
+    sections = ((('DEFAULT', default),) + tuple(sorted(groups.items()))
+                + (('nova_lease_database', database),
+                   ('nova_lease_noop', noop)))
     with open(path, 'w') as f:
         for name, options in sections + tuple((extra or {}).items()):
             if not options:

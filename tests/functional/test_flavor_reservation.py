@@ -257,10 +257,11 @@ class FlavorReservationTest(FlavorLeaseMixin, base.LeaseFunctionalBase):
         self.assertEqual({'deleted'}, statuses)
 
     def test_overflow_error_as_blazar(self):
-        # [nova_lease] instance_reservation_overflow = error: the boot over
+        # [nova_lease_api] instance_reservation_overflow = error: the boot over
         # the slots goes to Nova and ends in ERROR (Blazar's acceptance
         # tests expect it), and still gets no host.
-        self.flags(instance_reservation_overflow='error', group='nova_lease')
+        self.flags(instance_reservation_overflow='error',
+                   group='nova_lease_api')
         lease = self._create(self._lease_body('now', self._at(hours=1),
                                               reservations=[{
                                                   'resource_type':

@@ -9,8 +9,8 @@
 # WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
 # License for the specific language governing permissions and limitations
 # under the License.
-"""``[nova_lease] idle_host_action = disable`` on the in-process Nova: the
-engine disables idle registered hosts' nova-compute services and enables
+"""``[nova_lease_engine] idle_host_action = disable`` on the in-process Nova:
+the engine disables idle registered hosts' nova-compute services and enables
 them before a lease needs them.
 """
 

@@ -321,11 +321,11 @@ class TestBadInput(LeaseApiBase):
                 self.assertIn('internal scheduler hint', message)
 
     def test_max_lease_duration_option(self):
-        self.flags(max_lease_duration='2h', group='nova_lease')
+        self.flags(max_lease_duration='2h', group='nova_lease_api')
         message = self._bad({'reserved': 'True', 'lease_params':
                              self._params(duration='3h')}, 'duration')
         self.assertIn('2h', message)
-        self.flags(max_lease_duration='0', group='nova_lease')
+        self.flags(max_lease_duration='0', group='nova_lease_api')
         self._post({'reserved': 'True', 'lease_params': self._params(
             duration='5000d')})
         self.assertEqual(1, len(self._leases()))

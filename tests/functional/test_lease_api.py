@@ -239,7 +239,7 @@ class LeaseAPITest(LeaseAPIMixin, base.LeaseFunctionalBase):
         self.assertEqual(counts, self._counts())
 
     def test_cleaning_time(self):
-        self.flags(cleaning_time=15, group='nova_lease')
+        self.flags(cleaning_time=15, group='nova_lease_api')
         self._register('host1')
         self._create(self._lease_body(
             self._at(hours=1), self._at(hours=2), name='first'))

@@ -59,7 +59,7 @@ class HostLeaseTypesTest(test_host_reservation.HostLeaseMixin,
                                          "immediate, retries, scheduled, "
                                          "best_effort"),
                 ({'lease_type': 'retries', 'retries': 11},
-                 'at most 10 times ([nova_lease] max_lease_retries)')):
+                 'at most 10 times ([nova_lease_api] max_lease_retries)')):
             body = self._create(self._lease_body(
                 self._at(hours=6), self._at(hours=7), name='x', **extra),
                 status=400)
@@ -76,7 +76,7 @@ class HostLeaseTypesTest(test_host_reservation.HostLeaseMixin,
 
     def test_default_type(self):
         self._register('host1')
-        self.flags(default_lease_type='immediate', group='nova_lease')
+        self.flags(default_lease_type='immediate', group='nova_lease_api')
         now = self._create(self._lease_body('now', self._at(hours=1)))
         self.assertEqual(('immediate', 0), (now['lease_type'],
                                             now['retries']))

@@ -168,8 +168,8 @@ class DefaultLeaseLaterTest(_Base):
         other = (set(self.COMPUTES) - {host}).pop()
         now = self.clock.now
         self._promise(other, 4, now + 1.5 * HOUR, now + 4 * HOUR)
-        self.flags(default_lease=True, default_lease_duration='1h',
-                   group='nova_lease')
+        self.flags(default_lease=True, group='nova_lease')
+        self.flags(default_lease_duration='1h', group='nova_lease_api')
         # Moved, it stays what it is: unleased, so it does not fit the
         # other host, whose capacity is promised from in 1.5 hours.
         self._move_fails(server, instance_actions.MIGRATE, {'migrate': None})

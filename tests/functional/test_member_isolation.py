@@ -299,7 +299,7 @@ class MemberIsolationTableTest(IsolationWorld):
     def test_member_of_another_project_sees_and_changes_nothing(self):
         if not table.pending('F1'):
             # The best-effort rows hold even with best-effort leases on.
-            self.flags(best_effort_enabled=True, group='nova_lease')
+            self.flags(best_effort_enabled=True, group='nova_lease_api')
         before = self.a_state()
         problems, skipped, sent = [], [], 0
         for row in table.ROWS:
@@ -503,7 +503,7 @@ class MemberIsolationEngineTest(IsolationWorld):
 
     def _best_effort_options(self):
         """The options F1 brings, on for the hunt."""
-        self.flags(best_effort_enabled=True, group='nova_lease')
+        self.flags(best_effort_enabled=True, group='nova_lease_api')
 
     def test_b_member_cannot_start_a_best_effort_hunt(self):
         why = table.pending('F1')

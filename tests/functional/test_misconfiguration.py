@@ -114,7 +114,8 @@ class CommandsTest(oslotest_base.BaseTestCase):
         self.assertEqual(1, proc.returncode, proc.stdout + proc.stderr)
         out = proc.stdout + proc.stderr
         self.assertIn('[nova_lease] engine_claim_timeout (600 s) must be '
-                      'larger than plugin_call_timeout (600 s)', out)
+                      'larger than [nova_lease_engine] plugin_call_timeout '
+                      '(600 s)', out)
 
     def test_explicit_sqlite_file_is_used_and_named(self):
         url = 'sqlite:///%s' % os.path.join(self.tmp, 'lease.sqlite')

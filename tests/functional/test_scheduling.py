@@ -54,7 +54,7 @@ class _Base(base.LeaseFunctionalBase):
         # longer than a test): admissions reach it through the probe,
         # servers linked since it was read through their hints' lookup.
         # Let the lease weigher decide between otherwise equal hosts.
-        self.flags(weigher_multiplier=10.0, group='nova_lease')
+        self.flags(weigher_multiplier=10.0, group='nova_lease_scheduler')
         self.db = db_api.get_database(CONF)
         self.T = self.clock.now
         self._create_flavor(id='big', name='big', vcpu=4, memory_mb=512,
@@ -263,7 +263,7 @@ class TestWeigherPrefersTightestFit(_Base):
         self.assertEqual('host2', self._place(
             self._hints(T + 150 * MINUTE), 'until-2h30'))
         # A negative multiplier inverts the preference.
-        self.flags(weigher_multiplier=-10.0, group='nova_lease')
+        self.flags(weigher_multiplier=-10.0, group='nova_lease_scheduler')
         self.assertEqual('host3', self._place(
             self._hints(T + 45 * MINUTE), 'inverted'))
 

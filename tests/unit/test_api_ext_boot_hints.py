@@ -88,22 +88,23 @@ class HintRulesTest(testtools.TestCase):
             self.assertIn(field, str(e))
 
     def test_max_lease_duration(self):
-        self.conf.set_override('max_lease_duration', '1h', 'nova_lease')
+        self.conf.set_override('max_lease_duration', '1h', 'nova_lease_api')
         e = self.assertRaises(params.LeaseParamError, self._request,
                               {'lease_params': '{"duration": "61m"}'})
         self.assertIn('1h', str(e))
-        self.conf.set_override('max_lease_duration', '0', 'nova_lease')
+        self.conf.set_override('max_lease_duration', '0', 'nova_lease_api')
         self.assertEqual(
             NOW + datetime.timedelta(days=5000),
             self._request({'lease_params': '{"duration": "5000d"}'})
             .params.end)
 
     def test_bad_option_is_not_the_users_fault(self):
-        self.conf.set_override('max_lease_duration', 'a year', 'nova_lease')
+        self.conf.set_override('max_lease_duration', 'a year',
+                               'nova_lease_api')
         e = self.assertRaises(boot_hints.BadOption, self._request,
                               {'lease_params': '{"duration": "1h"}'})
         self.assertEqual(500, e.code)
-        self.assertIn('max_lease_duration', str(e))
+        self.assertIn("[nova_lease_api] 'max_lease_duration'", str(e))
 
     def test_default_lease(self):
         self.conf.set_override('default_lease', True, 'nova_lease')

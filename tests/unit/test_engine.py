@@ -53,12 +53,12 @@ def _conf(**overrides):
     lease_conf.register_opts(conf)
     noop.register_opts(conf)
     conf([])
-    conf.set_override('resource_plugins', ['noop'], 'nova_lease')
-    conf.set_override('retry_interval', 10, 'nova_lease')
+    conf.set_override('resource_plugins', ['noop'], 'nova_lease_engine')
+    conf.set_override('retry_interval', 10, 'nova_lease_engine')
     conf.set_override('max_retries', 2, 'nova_lease')
     for key, value in overrides.items():
-        group = 'nova_lease_noop' if key in ('fail_first', 'delay',
-                                             'block_file') else 'nova_lease'
+        group = 'nova_lease_noop' if key in (
+            'fail_first', 'delay', 'block_file') else lease_conf.group_of(key)
         conf.set_override(key, value, group)
     return conf
 
@@ -230,7 +230,7 @@ class EngineTest(testtools.TestCase):
         got = self._get(lease)
         self.assertEqual('ERROR', got['status'])
         self.assertIn('no resource plugin handles physical:host '
-                      'reservations: add it to [nova_lease] '
+                      'reservations: add it to [nova_lease_engine] '
                       'resource_plugins', got['status_reason'])
 
     def test_plugin_call_timeout(self):
@@ -242,7 +242,7 @@ class EngineTest(testtools.TestCase):
         self.assertLess(time.monotonic() - began, 2.9)
         got = self._get(lease)
         self.assertEqual('ERROR', got['status'])
-        self.assertIn('did not finish within 1 s ([nova_lease] '
+        self.assertIn('did not finish within 1 s ([nova_lease_engine] '
                       'plugin_call_timeout)', got['status_reason'])
 
     def test_deleted_lease_start_is_skipped(self):
@@ -444,8 +444,8 @@ class EngineOptionsTest(testtools.TestCase):
                 _conf(engine_claim_timeout=claim, plugin_call_timeout=600),
                 db=db)
             self.assertIn('[nova_lease] engine_claim_timeout (%d s) must be '
-                          'larger than plugin_call_timeout (600 s)' % claim,
-                          str(error))
+                          'larger than [nova_lease_engine] '
+                          'plugin_call_timeout (600 s)' % claim, str(error))
         lease_engine.Engine(_conf(engine_claim_timeout=601,
                                   plugin_call_timeout=600), db=db).close()
 
@@ -456,9 +456,9 @@ class EngineOptionsTest(testtools.TestCase):
             exception.ConfigurationError, lease_engine.Engine,
             _conf(engine_heartbeat_interval=2, engine_heartbeat_timeout=5),
             db=db)
-        self.assertIn('engine_heartbeat_timeout (5.0 s) must be at least '
-                      'three times engine_heartbeat_interval (2.0 s)',
-                      str(error))
+        self.assertIn('[nova_lease] engine_heartbeat_timeout (5.0 s) must be '
+                      'at least three times [nova_lease_engine] '
+                      'engine_heartbeat_interval (2.0 s)', str(error))
 
     def test_defaults_are_consistent(self):
         db = db_api.Database('sqlite://')

@@ -170,7 +170,7 @@ class InstancePluginTest(testtools.TestCase):
         conf = cfg.ConfigOpts()
         lease_conf.register_opts(conf)
         conf([])
-        conf.set_override('on_end', on_end, 'nova_lease')
+        conf.set_override('on_end', on_end, 'nova_lease_engine')
         self.fake = FakeCompute(status)
         # The side database the engine's gate reads (nova_lease.gate).
         self.useFixture(utils_fixture.TimeFixture(T0))

@@ -111,9 +111,11 @@ class ChooseTest(testtools.TestCase):
 
 class HuntOutcomeTest(testtools.TestCase):
 
-    OPTS = types.SimpleNamespace(max_retries=0, retry_interval=30,
-                                 best_effort_retry_interval=5,
-                                 best_effort_timeout=60)
+    OPTS = types.SimpleNamespace(
+        nova_lease=types.SimpleNamespace(max_retries=0),
+        nova_lease_engine=types.SimpleNamespace(
+            retry_interval=30, best_effort_retry_interval=5,
+            best_effort_timeout=60))
     EVENT = {'id': 'e', 'lease_id': 'l', 'event_type': 'start_lease',
              'attempts': 7}
     LEASE = {'id': 'l', 'status': 'IN_PROGRESS'}

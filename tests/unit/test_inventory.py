@@ -31,7 +31,8 @@ class Counting(inventory.NovaInventory):
 
     def __init__(self, ttl):
         super().__init__(conf=types.SimpleNamespace(
-            nova_lease=types.SimpleNamespace(admission_inventory_ttl=ttl)))
+            nova_lease_api=types.SimpleNamespace(
+                admission_inventory_ttl=ttl)))
         self.reads = 0
         self.gate = None
         self.reading = threading.Event()

@@ -245,7 +245,8 @@ class FilterTest(_Base):
         # hint is unleased (a server booted before the option was set).
         self.promise('host1', NOW + 2 * HOUR, NOW + 4 * HOUR)
         hosts = [_host('host1'), _host('host2')]
-        self.flags.config(group='nova_lease', default_lease=True,
+        self.flags.config(group='nova_lease', default_lease=True)
+        self.flags.config(group='nova_lease_api',
                           default_lease_duration='1h')
         self.assertEqual(['host2'], self.passing(hosts, _spec()))
 
@@ -446,7 +447,8 @@ class WeigherTest(_Base):
             hosts, _spec(_lease_hints(NOW + 45 * 60 * _SEC), vcpus=2)))
         self.assertEqual(['host2', 'host3'], self.weigh(
             hosts, _spec(_lease_hints(NOW + 2 * HOUR), vcpus=2)))
-        self.flags.config(group='nova_lease', weigher_multiplier=-1.0)
+        self.flags.config(group='nova_lease_scheduler',
+                          weigher_multiplier=-1.0)
         self.assertEqual('host3', self.weigh(
             hosts, _spec(_lease_hints(NOW + 45 * 60 * _SEC), vcpus=2))[0])
 

@@ -32,7 +32,12 @@ def db():
 
 
 def opts():
-    """The ``[nova_lease]`` options."""
+    """The ``[nova_lease_api]`` options (read by nova-api only)."""
+    return CONF.nova_lease_api
+
+
+def shared_opts():
+    """The ``[nova_lease]`` options (read by other processes too)."""
     return CONF.nova_lease
 
 
@@ -41,14 +46,14 @@ def now():
 
 
 def max_duration():
-    """``[nova_lease] max_lease_duration`` as a timedelta (0: no limit)."""
+    """``[nova_lease_api] max_lease_duration`` as a timedelta (0: no limit)."""
     return lease_params.parse_duration(opts().max_lease_duration,
-                                       '[nova_lease] max_lease_duration',
+                                       '[nova_lease_api] max_lease_duration',
                                        allow_zero=True)
 
 
 def region_name():
-    """This Nova's region (see ``[nova_lease] region_name``)."""
+    """This Nova's region (see ``[nova_lease_api] region_name``)."""
     name = opts().region_name
     if name:
         return name

@@ -26,7 +26,7 @@
   counted in the lease's note); delete the aggregate, the flavor and the
   server group.
 
-Every step is idempotent; each waits at most ``[nova_lease]
+Every step is idempotent; each waits at most ``[nova_lease_engine]
 plugin_call_timeout`` seconds.
 """
 

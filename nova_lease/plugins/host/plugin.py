@@ -24,7 +24,7 @@ plugin moves them between Nova host aggregates through the compute API
   freepool_aggregate``) -- in that order, so that a host is never outside
   both; record the aggregate id on the reservation.
 * ``on_end`` / ``cancel``: delete (or, with the lease's ``on_end`` or
-  ``[nova_lease] on_end`` = ``shelve``, shelve-offload) the servers of
+  ``[nova_lease_engine] on_end`` = ``shelve``, shelve-offload) the servers of
   the lease still on the hosts, wait until they are gone, add the hosts
   back to the free pool, remove them from the reservation's aggregate and
   delete it.
@@ -135,7 +135,7 @@ class HostPlugin(base.ComputePlugin):
 
     @property
     def _timeout(self):
-        return self.conf.nova_lease.plugin_call_timeout
+        return self.conf.nova_lease_engine.plugin_call_timeout
 
     # -- helpers ------------------------------------------------------------
 
@@ -280,7 +280,7 @@ class HostPlugin(base.ComputePlugin):
                     LOG.info('Host %s already left the free pool', host)
 
     def on_end(self, lease, reservation):
-        action = lease.get('on_end') or self.conf.nova_lease.on_end
+        action = lease.get('on_end') or self.conf.nova_lease_engine.on_end
         return self._release(lease, reservation, action)
 
     def cancel(self, lease, reservation):
@@ -467,7 +467,7 @@ class HostPlugin(base.ComputePlugin):
     def _deadline(self, lease):
         created = lease.get('created_at') or lease['start_date']
         return created + datetime.timedelta(
-            minutes=self.conf.nova_lease.best_effort_timeout)
+            minutes=self.conf.nova_lease_engine.best_effort_timeout)
 
     def _hunt(self, lease, reservation, tried):
         """Migrate the servers off the hosts the lease took from the cloud;
@@ -664,10 +664,11 @@ class HostPlugin(base.ComputePlugin):
         freed = db_api.allocation_destroy_by_reservation(self.db,
                                                          reservation['id'])
         raise base.HuntTimedOut(reason=(
-            'best-effort lease %s gave up after %d minutes ([nova_lease] '
-            'best_effort_timeout): %s; its %d host allocation(s) are '
+            'best-effort lease %s gave up after %d minutes '
+            '([nova_lease_engine] best_effort_timeout): %s; its %d host '
+            'allocation(s) are '
             'released, and the servers moved so far stay where they went'
-            % (lease['id'], self.conf.nova_lease.best_effort_timeout,
+            % (lease['id'], self.conf.nova_lease_engine.best_effort_timeout,
                'servers still on its hosts: %s' % ', '.join(
                    left[:NOTE_SERVERS]) if left else 'its hosts were not '
                'empty in time', freed)))

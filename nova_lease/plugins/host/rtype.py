@@ -94,7 +94,7 @@ class HostType(types.ReservationType):
     # -- date changes -------------------------------------------------------
 
     def move(self, session, conf, lease, reservations, start, end, now):
-        cleaning = conf.nova_lease.cleaning_time
+        cleaning = conf.nova_lease_api.cleaning_time
         if lease['status'] == status.LeaseStatus.PENDING:
             allocation.move_host_lease(session, lease, reservations, start,
                                        end, cleaning)
@@ -121,7 +121,7 @@ class HostType(types.ReservationType):
                      started):
         update.added, _removed = allocation.update_host_reservation(
             session, update.reservation, update.request, start, end,
-            conf.nova_lease.cleaning_time, started=started,
+            conf.nova_lease_api.cleaning_time, started=started,
             field=update.field)
 
     def after_update(self, caller, lease, update, started):
@@ -137,7 +137,7 @@ class HostType(types.ReservationType):
 
     def release_after(self, session, conf, lease, reservations, when):
         allocation.extend_host_lease(session, lease, reservations, when,
-                                     conf.nova_lease.cleaning_time)
+                                     conf.nova_lease_api.cleaning_time)
 
     # -- show ---------------------------------------------------------------
 

@@ -23,13 +23,13 @@
   servers at once, so that no worker is held while Nova builds.
 * ``before_end``: nothing (the engine sends the ``lease.before_end``
   notification).
-* ``on_end``: the lease's ``on_end`` (``[nova_lease] on_end`` by default):
-  ``delete`` the server (already gone is a success) or ``shelve`` it
+* ``on_end``: the lease's ``on_end`` (``[nova_lease_engine] on_end`` by
+  default): ``delete`` the server (already gone is a success) or ``shelve`` it
   (metadata ``lease_status=terminated``, set before shelving since Nova
   refuses metadata changes of shelved servers; then shelved-offloaded).
 * ``cancel``: the lease was deleted: delete the server.
 
-Every step is idempotent and waits, at most ``[nova_lease]
+Every step is idempotent and waits, at most ``[nova_lease_engine]
 plugin_call_timeout`` seconds, until Nova has done it.
 """
 
@@ -113,12 +113,12 @@ class InstancePlugin(base.ComputePlugin):
         super().__init__(conf, compute_client=compute_client)
         # Requests that make Nova's scheduler place a server, at most
         # engine_placing_requests at once (conf/lease.py says why).
-        self._placing = _Pacer(conf.nova_lease.engine_placing_requests,
+        self._placing = _Pacer(conf.nova_lease_engine.engine_placing_requests,
                                PLACING_HOLD)
 
     @property
     def _timeout(self):
-        return self.conf.nova_lease.plugin_call_timeout
+        return self.conf.nova_lease_engine.plugin_call_timeout
 
     @staticmethod
     def _server_id(lease, reservation):
@@ -230,7 +230,7 @@ class InstancePlugin(base.ComputePlugin):
         """Nothing: the engine notifies lease.before_end."""
 
     def on_end(self, lease, reservation):
-        action = lease.get('on_end') or self.conf.nova_lease.on_end
+        action = lease.get('on_end') or self.conf.nova_lease_engine.on_end
         if action == 'shelve':
             self._shelve(lease, reservation)
         else:

@@ -111,7 +111,7 @@ class ServerType(types.ReservationType):
 
 def _booking(conf, params, project_id, user_id, request, now, hold):
     before_end = params.effective_before_end(
-        conf.nova_lease.minutes_before_end_lease)
+        conf.nova_lease_api.minutes_before_end_lease)
     events = lease_events.lease_events(params.start, params.end, before_end)
     hold_until = now + leases.START_HOLD
     for event in events:
@@ -121,7 +121,7 @@ def _booking(conf, params, project_id, user_id, request, now, hold):
                 and event['time'] < hold_until):
             event['next_attempt_at'] = hold_until
     lease_type, retries = lease_types.effective(
-        params, conf.nova_lease, field='lease_params.retries')
+        params, conf, field='lease_params.retries')
     values = {
         'id': uuidutils.generate_uuid(), 'name': params.name,
         'project_id': project_id, 'user_id': user_id,

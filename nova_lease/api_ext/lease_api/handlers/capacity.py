@@ -185,7 +185,7 @@ def _figures(conf, snap, now, start, end, step, detail, project_id,
             snap, hosts, start, end, step, now,
             lease_names=lambda ids: db_api.lease_names(db, ids),
             project_id=project_id, detail=detail,
-            member_min_hosts=conf.nova_lease.capacity_member_min_hosts,
+            member_min_hosts=conf.nova_lease_api.capacity_member_min_hosts,
             **filters)
     except lease_capacity.core.NarrowView as e:
         raise MemberViewTooNarrow(reason=e.message)

@@ -117,7 +117,7 @@ def create_host(req, ctx, body):
     host = host_registry.register_host(
         db, dict(facts, capabilities=caps, reservable=True), common.now())
     host_registry.invalidate_host_cache()
-    freepool = common.opts().freepool_aggregate
+    freepool = common.shared_opts().freepool_aggregate
     try:
         nova_hosts.add_to_freepool(ctx, service_host, freepool)
     except Exception:
@@ -179,8 +179,9 @@ def delete_host(req, ctx, host_id):
         raise HostInUse(host=host['hypervisor_hostname'], count=len(leases),
                         leases=', '.join(owners))
     if host.get('service_host'):
-        nova_hosts.remove_from_freepool(ctx, host['service_host'],
-                                        common.opts().freepool_aggregate)
+        nova_hosts.remove_from_freepool(
+            ctx, host['service_host'],
+            common.shared_opts().freepool_aggregate)
     db_api.host_destroy(db, host['id'])
     host_registry.invalidate_host_cache()
     return 204, None

@@ -154,13 +154,13 @@ def create_lease(req, ctx, body):
     caller = common.caller(ctx)
     items = _items(caller, raw_reservations)
     before_end = params.effective_before_end(opts.minutes_before_end_lease)
-    lease_type, retries = lease_types.effective(params, opts)
+    lease_type, retries = lease_types.effective(params, common.CONF)
     hunt = None
     if lease_type == lease_types.BEST_EFFORT:
         if not opts.best_effort_enabled:
             raise lease_params.LeaseParamError(
                 'lease_type', 'unsupported', "'lease_type': best_effort "
-                "leases are not enabled on this cloud ([nova_lease] "
+                "leases are not enabled on this cloud ([nova_lease_api] "
                 "best_effort_enabled)")
         # Other projects' servers are migrated for it: admin-granted.
         policy.authorize(ctx, lease_policies.CREATE_BEST_EFFORT,
