@@ -226,16 +226,20 @@ class FlavorReservationTest(FlavorLeaseMixin, base.LeaseFunctionalBase):
         self.assertIn('not enough free hosts', body['error_message'])
         self.assertEqual(1, len(self._hosts_of(lease)))
 
+    def _one_tiny_slot_for_an_hour(self):
+        """A lease from now for an hour: one m1.tiny (flavor 1) slot."""
+        return self._create(self._lease_body('now', self._at(hours=1),
+                                             reservations=[{
+                                                 'resource_type':
+                                                     'flavor:instance',
+                                                 'flavor_id': '1',
+                                                 'amount': 1,
+                                                 'affinity': None,
+                                                 'resource_properties':
+                                                     ''}]))
+
     def test_flavor_instance_reservation(self):
-        lease = self._create(self._lease_body('now', self._at(hours=1),
-                                              reservations=[{
-                                                  'resource_type':
-                                                      'flavor:instance',
-                                                  'flavor_id': '1',
-                                                  'amount': 1,
-                                                  'affinity': None,
-                                                  'resource_properties':
-                                                      ''}]))
+        lease = self._one_tiny_slot_for_an_hour()
         [res] = lease['reservations']
         self.assertEqual('flavor:instance', res['resource_type'])
         self.assertIsNone(res['server_group_id'])
@@ -262,15 +266,7 @@ class FlavorReservationTest(FlavorLeaseMixin, base.LeaseFunctionalBase):
         # tests expect it), and still gets no host.
         self.flags(instance_reservation_overflow='error',
                    group='nova_lease_api')
-        lease = self._create(self._lease_body('now', self._at(hours=1),
-                                              reservations=[{
-                                                  'resource_type':
-                                                      'flavor:instance',
-                                                  'flavor_id': '1',
-                                                  'amount': 1,
-                                                  'affinity': None,
-                                                  'resource_properties':
-                                                      ''}]))
+        lease = self._one_tiny_slot_for_an_hour()
         [res] = lease['reservations']
         self.engine.process_due()
         first = self._boot_reserved(res, 'f1')
