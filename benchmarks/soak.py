@@ -25,8 +25,10 @@ replays it. One line per step goes to stderr with ``--verbose``.
 
 The last line printed is one JSON object: ``steps`` (done), ``seed``,
 ``violations`` (auditor findings at the failing step; 0 when clean),
-``failure`` (the failing step, or null), ``seconds`` and ``ops`` (how
-often each kind of step ran).
+``failure`` (the failing step, or null), ``evidence`` (what the side
+database says of the leases the findings name: their events, claims and
+retries; or null), ``seconds`` and ``ops`` (how often each kind of step
+ran).
 
     python benchmarks/soak.py --steps 2000 --seed 7
 """
@@ -79,6 +81,7 @@ class SoakBench(soak.SoakCase):
             'violations': len(findings),
             'failure': failure,
             'findings': [f.to_dict() for f in findings],
+            'evidence': walk.evidence,
             'seconds': round(time.monotonic() - t0, 1),
             'ops': dict(sorted(walk.counts.items())),
             'load_average_1min': round(os.getloadavg()[0], 2),

@@ -41,6 +41,7 @@ import random
 import time
 
 from nova.tests.functional.api import client as api_client
+from oslo_utils import timeutils
 
 from nova_lease import audit
 from nova_lease.db import api as db_api
@@ -145,6 +146,8 @@ class Walk(object):
         # row once), and boot hints are read once per server.
         self.journal = audit.JournalCursor()
         self.refusal = None
+        #: The state behind the failing step's findings (_evidence).
+        self.evidence = None
         #: Leases deleted while PENDING, to be gone after the settle.
         self.removed = []
         self.ops = [
@@ -558,6 +561,35 @@ class Walk(object):
                      len(self.seen), t1 - t0, t2 - t1, t3 - t2))
         return name, findings
 
+    def _evidence(self, findings):
+        """What the side database says of the leases the findings name
+        (their events' claims and retries, the clock), for the replay.
+        """
+        out = {'now': str(timeutils.utcnow()),
+               'engine_jobs': self.case.engine.in_flight, 'leases': {}}
+        for finding in findings:
+            lease_id = (finding.details or {}).get('lease_id')
+            if not lease_id or lease_id in out['leases']:
+                continue
+            try:
+                lease = db_api.lease_get(self.case.lease_db, lease_id)
+            except db_api.LeaseNotFound:
+                out['leases'][lease_id] = None
+                continue
+            out['leases'][lease_id] = {
+                'status': lease['status'],
+                'status_reason': lease.get('status_reason'),
+                'start_date': str(lease['start_date']),
+                'end_date': str(lease['end_date']),
+                'reservations': [(r['resource_type'], r['status'])
+                                 for r in lease['reservations']],
+                'events': [{k: str(e.get(k)) for k in (
+                    'event_type', 'time', 'status', 'next_attempt_at',
+                    'claimed_by', 'claimed_at', 'attempts', 'last_error')}
+                    for e in db_api.event_list(self.case.lease_db,
+                                               lease_id=lease_id)]}
+        return out
+
     def run(self, steps):
         """Walk; return (steps done, findings of the failing step, the
         failing step's description or None).
@@ -569,6 +601,10 @@ class Walk(object):
                 return self.steps, [], 'step %d (%s): %s' % (
                     self.steps, self.last, e)
             if findings:
+                try:
+                    self.evidence = self._evidence(findings)
+                except Exception as e:  # never in the way of the finding
+                    self.evidence = {'error': repr(e)}
                 return self.steps, findings, 'step %d (%s): %s' % (
                     self.steps, name, '; '.join(
                         '%s: %s' % (f.check, f.message) for f in findings))
