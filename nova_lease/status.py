@@ -105,11 +105,22 @@ class EventType(enum.StrEnum):
     BEFORE_END_LEASE = 'before_end_lease'
 
 
-# Rank of each event type among events due at the same time.
+# Rank of each event type among events due at the same time (of any
+# leases): a lease that ends at T frees its resources before a lease that
+# starts at T takes them, and the before-end action runs before the end.
 EVENT_TYPE_ORDER = {
     EventType.BEFORE_END_LEASE: 0,
     EventType.END_LEASE: 1,
     EventType.START_LEASE: 2,
+}
+
+#: Within one lease, an event runs only after every earlier one here has
+#: finished (DONE or ERROR): an end never runs before its start finished,
+#: even when the start is being retried.
+EVENT_LIFECYCLE_ORDER = {
+    EventType.START_LEASE: 0,
+    EventType.BEFORE_END_LEASE: 1,
+    EventType.END_LEASE: 2,
 }
 
 _L, _R, _E = LeaseStatus, ReservationStatus, EventStatus

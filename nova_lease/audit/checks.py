@@ -48,7 +48,9 @@ danger (DESIGN "Guarantees" 1 and 2):
     ``status_reason`` says why.
 ``stuck_event`` / ``overdue_event``
     An event ``IN_PROGRESS`` longer than the engines' claim timeout, or
-    ``UNDONE`` past its time by more than the grace: no engine acts.
+    ``UNDONE`` past its time (its retry time, and the time the earlier
+    events of its lease can have run: a before-end waiting for a start
+    that is retried is not late) by more than the grace: no engine acts.
 ``host_service``
     A host under a started promise (an allocation of an ``ACTIVE`` lease
     that holds now: a host lease's host, an instance reservation's slot
@@ -558,12 +560,39 @@ def _event(lease, event_type):
     return None
 
 
+def _ready_times(events, claim):
+    """{event id: when it can run}: its time or retry time, and no
+    sooner than every earlier event of its lease (the engine runs them in
+    life-cycle order, nova_lease.status) can have finished: an unfinished
+    earlier one when it is due, a claimed one when its claim times out.
+    An event waiting behind a start that is retried is not late; the
+    start is, once its own retry is past due.
+    """
+    ready = {}
+    blocked_until = None
+    for event in sorted(events, key=lambda e: status.EVENT_LIFECYCLE_ORDER
+                        .get(e['event_type'], len(
+                            status.EVENT_LIFECYCLE_ORDER))):
+        due = max(event['time'], event.get('next_attempt_at') or
+                  event['time'])
+        if blocked_until is not None:
+            due = max(due, blocked_until)
+        ready[event['id']] = due
+        if event['status'] == _E.UNDONE:
+            blocked_until = due
+        elif event['status'] == _E.IN_PROGRESS:
+            blocked_until = max(due, (event.get('claimed_at') or due) +
+                                claim)
+    return ready
+
+
 def check_events(state, index=None):
     findings = []
     now = state.now
     claim = datetime.timedelta(seconds=state.claim_timeout)
     grace = datetime.timedelta(seconds=state.overdue_grace)
     for lease in state.leases:
+        ready = _ready_times(lease.get('events') or (), claim)
         for event in lease.get('events') or ():
             if (event['status'] == _E.IN_PROGRESS and
                     event.get('claimed_at') and
@@ -575,8 +604,7 @@ def check_events(state, index=None):
                         event['event_type'], lease['id'],
                         _fmt(event['claimed_at']), state.claim_timeout),
                     {'lease_id': lease['id']}))
-            due = max(event['time'], event.get('next_attempt_at') or
-                      event['time'])
+            due = ready[event['id']]
             if event['status'] == _E.UNDONE and due + grace < now:
                 findings.append(Finding(
                     'overdue_event', event['id'],

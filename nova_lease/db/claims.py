@@ -28,6 +28,7 @@ from nova_lease.db import changes as changes_db
 from nova_lease.db import common
 from nova_lease.db import models
 from nova_lease.db import transaction
+from nova_lease import status
 
 LEASES = models.LEASES
 RESERVATIONS = models.RESERVATIONS
@@ -36,13 +37,9 @@ ALLOCATIONS = models.ALLOCATIONS
 
 
 # Within one lease, an event is claimable only when every event earlier in
-# this order has finished (DONE or ERROR): an end never runs before its
-# start finished, even while the start is being retried.
-EVENT_LIFECYCLE_ORDER = {
-    'start_lease': 0,
-    'before_end_lease': 1,
-    'end_lease': 2,
-}
+# this order (nova_lease.status) has finished.
+EVENT_LIFECYCLE_ORDER = {str(event_type): rank for event_type, rank
+                         in status.EVENT_LIFECYCLE_ORDER.items()}
 
 
 _UNFINISHED = ('UNDONE', 'IN_PROGRESS')

@@ -23,20 +23,17 @@ import sqlalchemy as sa
 
 from nova_lease.db import models
 from nova_lease import exception
+from nova_lease import status
 
 RESERVATIONS = models.RESERVATIONS
 EVENTS = models.EVENTS
 ALLOCATIONS = models.ALLOCATIONS
 
 
-# Events due at the same time run in this order: a lease that ends at T
-# frees its resources before a lease that starts at T takes them, and the
-# before-end action runs before the end. Unknown types run last.
-EVENT_TYPE_ORDER = {
-    'before_end_lease': 0,
-    'end_lease': 1,
-    'start_lease': 2,
-}
+# Events due at the same time run in this order (nova_lease.status);
+# unknown types run last.
+EVENT_TYPE_ORDER = {str(event_type): rank for event_type, rank
+                    in status.EVENT_TYPE_ORDER.items()}
 
 
 class LeaseNotFound(exception.NotFound):

@@ -18,15 +18,6 @@ in the same transaction as the lease.
 
 from nova_lease import status
 
-#: Within one lease, an event runs only after every earlier one here has
-#: finished (DONE or ERROR): an end never runs before its start finished,
-#: even when the start is being retried.
-LIFECYCLE_ORDER = {
-    status.EventType.START_LEASE: 0,
-    status.EventType.BEFORE_END_LEASE: 1,
-    status.EventType.END_LEASE: 2,
-}
-
 
 def lease_events(start_date, end_date, before_end_date=None):
     """The event rows of a lease: start, end and (optional) before-end.

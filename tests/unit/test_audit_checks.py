@@ -216,6 +216,33 @@ class EventsTest(testtools.TestCase):
         late['next_attempt_at'] = _at(0.5)     # backing off: not late
         self.assertEqual([], checks.check(state))
 
+    def test_waiting_behind_a_start_that_is_retried(self):
+        # The clock jumped past the before-end; the start then failed and
+        # is retried in 5 minutes: the before-end waits for it (the engine
+        # runs a lease's events in order), so neither is late yet.
+        start = self._event(hours=-1, next_attempt_at=_at(1 / 12.0))
+        before_end = self._event('before_end_lease', hours=-0.5)
+        end = self._event('end_lease', hours=2)
+        state = _state(leases=[_lease('l1', start=-1, events=[
+            end, before_end, start])])
+        self.assertEqual([], checks.check(state))
+        # Once the retry is past due, the start is late, and so is what
+        # waits for it.
+        start['next_attempt_at'] = _at(-0.5)
+        findings = checks.check(state)
+        self.assertEqual(['overdue_event', 'overdue_event'],
+                         _kinds(findings))
+        self.assertEqual({'start_lease', 'before_end_lease'},
+                         {f.subject for f in findings})
+        # Behind a start an engine holds: late only once that claim
+        # could be stuck.
+        start.update(status='IN_PROGRESS', claimed_at=_at(-0.25))
+        state.claim_timeout = 3600
+        self.assertEqual([], checks.check(state))
+        state.claim_timeout = 600
+        self.assertEqual(['overdue_event', 'stuck_event'],
+                         sorted(_kinds(checks.check(state))))
+
     def test_stuck_claim(self):
         claimed = self._event(status='IN_PROGRESS', hours=-1,
                               claimed_at=_at(-0.5))
