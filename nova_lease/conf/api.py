@@ -17,21 +17,17 @@ read (``deprecated_group``) with a deprecation warning.
 
 from oslo_config import cfg
 
+from nova_lease.conf import group
 from nova_lease.conf import lease
 
 GROUP_NAME = 'nova_lease_api'
 
 
-def _group():
-    # A new OptGroup for every ConfigOpts (see nova_lease.conf.lease).
-    return cfg.OptGroup(
-        GROUP_NAME, title='nova_lease options of nova-api',
-        help='Read by nova-api only: the lease API, the boot-hint paste '
-             'filter and the admission of leased boots. The options shared '
-             'by several processes are in [nova_lease].')
-
-
-api_group = _group()
+GROUP = group.Group(
+    GROUP_NAME, title='nova_lease options of nova-api',
+    help='Read by nova-api only: the lease API, the boot-hint paste '
+         'filter and the admission of leased boots. The options shared '
+         'by several processes are in [nova_lease].')
 
 API_OPTS = [
     cfg.IntOpt('cleaning_time',
@@ -209,9 +205,8 @@ Related options:
 
 
 def register_opts(conf):
-    conf.register_group(_group())
-    conf.register_opts(API_OPTS, group=GROUP_NAME)
+    GROUP.register(conf, API_OPTS)
 
 
 def list_opts():
-    return [(api_group, API_OPTS)]
+    return GROUP.listing(API_OPTS)

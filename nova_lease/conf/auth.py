@@ -18,19 +18,16 @@ service user (like Nova's own [neutron] or [placement] groups).
 from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
 
+from nova_lease.conf import group
+
 GROUP_NAME = 'nova_lease_auth'
 
 
-def _group():
-    # A new OptGroup for every ConfigOpts (see nova_lease.conf.lease).
-    return cfg.OptGroup(
-        GROUP_NAME, title='nova_lease service credentials',
-        help='Keystone credentials and endpoint settings that '
-             'nova-lease-engine uses to call the compute API as a service '
-             'user.')
-
-
-auth_group = _group()
+GROUP = group.Group(
+    GROUP_NAME, title='nova_lease service credentials',
+    help='Keystone credentials and endpoint settings that '
+         'nova-lease-engine uses to call the compute API as a service '
+         'user.')
 
 
 def register_opts(conf):
@@ -39,7 +36,7 @@ def register_opts(conf):
         return  # already registered on this ConfigOpts
     except (cfg.NoSuchOptError, cfg.NoSuchGroupError):
         pass
-    conf.register_group(_group())
+    conf.register_group(GROUP.opt_group())
     ks_loading.register_session_conf_options(conf, GROUP_NAME)
     ks_loading.register_auth_conf_options(conf, GROUP_NAME)
     ks_loading.register_adapter_conf_options(conf, GROUP_NAME,
@@ -52,7 +49,7 @@ def list_opts():
             + ks_loading.get_auth_common_conf_options()
             + ks_loading.get_auth_plugin_conf_options('password')
             + ks_loading.get_adapter_conf_options(include_deprecated=False))
-    return [(auth_group, _dedup(opts))]
+    return GROUP.listing(_dedup(opts))
 
 
 def _dedup(opts):

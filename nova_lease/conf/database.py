@@ -18,20 +18,17 @@ they never mix with Nova's databases in nova.conf.
 
 from oslo_config import cfg
 
+from nova_lease.conf import group
+
 GROUP_NAME = 'nova_lease_database'
 
 
-def _group():
-    # A new OptGroup for every ConfigOpts (see nova_lease.conf.lease).
-    return cfg.OptGroup(
-        GROUP_NAME, title='nova_lease side database options',
-        help='The nova_lease side database (leases, reservations, events, '
-             'host allocations). nova-api, nova-scheduler and '
-             'nova-lease-engine must all use the same one. The options '
-             'are oslo.db\'s.')
-
-
-database_group = _group()
+GROUP = group.Group(
+    GROUP_NAME, title='nova_lease side database options',
+    help='The nova_lease side database (leases, reservations, events, '
+         'host allocations). nova-api, nova-scheduler and '
+         'nova-lease-engine must all use the same one. The options '
+         'are oslo.db\'s.')
 
 DATABASE_OPTS = [
     cfg.StrOpt('connection',
@@ -138,9 +135,8 @@ Add Python stack traces to SQL as comment strings.
 
 
 def register_opts(conf):
-    conf.register_group(_group())
-    conf.register_opts(DATABASE_OPTS, group=GROUP_NAME)
+    GROUP.register(conf, DATABASE_OPTS)
 
 
 def list_opts():
-    return [(database_group, DATABASE_OPTS)]
+    return GROUP.listing(DATABASE_OPTS)

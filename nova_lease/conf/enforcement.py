@@ -13,6 +13,8 @@
 
 from oslo_config import cfg
 
+from nova_lease.conf import group
+
 GROUP_NAME = 'nova_lease_enforcement'
 
 _LIMIT_HELP = """
@@ -32,17 +34,12 @@ Related options:
 """
 
 
-def _group():
-    # A new OptGroup for every ConfigOpts (see nova_lease.conf.lease).
-    return cfg.OptGroup(
-        GROUP_NAME, title='nova_lease usage enforcement',
-        help='Limits on what one project may lease (Blazar\'s usage '
-             'enforcement). The longest lease is [nova_lease_api] '
-             'max_lease_duration. Read by the nova-api paste filter from '
-             'nova.conf.')
-
-
-enforcement_group = _group()
+GROUP = group.Group(
+    GROUP_NAME, title='nova_lease usage enforcement',
+    help='Limits on what one project may lease (Blazar\'s usage '
+         'enforcement). The longest lease is [nova_lease_api] '
+         'max_lease_duration. Read by the nova-api paste filter from '
+         'nova.conf.')
 
 ENFORCEMENT_OPTS = [
     cfg.StrOpt('max_start_ahead',
@@ -115,9 +112,8 @@ projects). [nova_lease_api] max_lease_duration still applies.
 
 
 def register_opts(conf):
-    conf.register_group(_group())
-    conf.register_opts(ENFORCEMENT_OPTS, group=GROUP_NAME)
+    GROUP.register(conf, ENFORCEMENT_OPTS)
 
 
 def list_opts():
-    return [(enforcement_group, ENFORCEMENT_OPTS)]
+    return GROUP.listing(ENFORCEMENT_OPTS)

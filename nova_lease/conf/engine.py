@@ -17,24 +17,20 @@ read (``deprecated_group``) with a deprecation warning.
 
 from oslo_config import cfg
 
+from nova_lease.conf import group
 from nova_lease.conf import lease
 from nova_lease.plugins import types
 
 GROUP_NAME = 'nova_lease_engine'
 
 
-def _group():
-    # A new OptGroup for every ConfigOpts (see nova_lease.conf.lease).
-    return cfg.OptGroup(
-        GROUP_NAME, title='nova_lease options of nova-lease-engine',
-        help='Read by nova-lease-engine only: its event loop, the resource '
-             "plugins that start and end leases, its compute hook (Nova's "
-             'notifications and the reconcile pass) and the idle-host '
-             'action. The options shared by several processes are in '
-             '[nova_lease].')
-
-
-engine_group = _group()
+GROUP = group.Group(
+    GROUP_NAME, title='nova_lease options of nova-lease-engine',
+    help='Read by nova-lease-engine only: its event loop, the resource '
+         "plugins that start and end leases, its compute hook (Nova's "
+         'notifications and the reconcile pass) and the idle-host '
+         'action. The options shared by several processes are in '
+         '[nova_lease].')
 
 ENGINE_OPTS = [
     cfg.StrOpt('on_end',
@@ -341,9 +337,8 @@ Related options:
 
 
 def register_opts(conf):
-    conf.register_group(_group())
-    conf.register_opts(ENGINE_OPTS, group=GROUP_NAME)
+    GROUP.register(conf, ENGINE_OPTS)
 
 
 def list_opts():
-    return [(engine_group, ENGINE_OPTS)]
+    return GROUP.listing(ENGINE_OPTS)

@@ -19,25 +19,19 @@ it: [nova_lease_api] (nova_lease.conf.api), [nova_lease_scheduler]
 
 from oslo_config import cfg
 
+from nova_lease.conf import group
+
 GROUP_NAME = 'nova_lease'
 
 
-def _group():
-    # A new OptGroup for every ConfigOpts: oslo.config copies a registered
-    # group only shallowly, so one shared OptGroup object would make every
-    # ConfigOpts of the process (Nova's CONF, the engine's own) share one
-    # dict of the group's options.
-    return cfg.OptGroup(
-        GROUP_NAME, title='nova_lease options',
-        help='Resource reservation (leases) inside Nova. Each of these '
-             'options is read by more than one process (nova-api, '
-             'nova-scheduler, nova-lease-engine, nova-lease-manage): give '
-             'it the same value in the nova.conf of each. The options that '
-             'one process only reads are in [nova_lease_api], '
-             '[nova_lease_scheduler] and [nova_lease_engine].')
-
-
-lease_group = _group()
+GROUP = group.Group(
+    GROUP_NAME, title='nova_lease options',
+    help='Resource reservation (leases) inside Nova. Each of these '
+         'options is read by more than one process (nova-api, '
+         'nova-scheduler, nova-lease-engine, nova-lease-manage): give '
+         'it the same value in the nova.conf of each. The options that '
+         'one process only reads are in [nova_lease_api], '
+         '[nova_lease_scheduler] and [nova_lease_engine].')
 
 DURATION_HELP = ('A duration is a number of seconds, or a number followed by '
                  '"m" (minutes), "h" (hours) or "d" (days), e.g. "90m".')
@@ -180,9 +174,8 @@ Related options:
 
 
 def register_opts(conf):
-    conf.register_group(_group())
-    conf.register_opts(LEASE_OPTS, group=GROUP_NAME)
+    GROUP.register(conf, LEASE_OPTS)
 
 
 def list_opts():
-    return [(lease_group, LEASE_OPTS)]
+    return GROUP.listing(LEASE_OPTS)

@@ -17,20 +17,16 @@ read (``deprecated_group``) with a deprecation warning.
 
 from oslo_config import cfg
 
+from nova_lease.conf import group
 from nova_lease.conf import lease
 
 GROUP_NAME = 'nova_lease_scheduler'
 
 
-def _group():
-    # A new OptGroup for every ConfigOpts (see nova_lease.conf.lease).
-    return cfg.OptGroup(
-        GROUP_NAME, title='nova_lease options of nova-scheduler',
-        help='Read by nova-scheduler only: LeaseFilter and LeaseWeigher. '
-             'The options shared by several processes are in [nova_lease].')
-
-
-scheduler_group = _group()
+GROUP = group.Group(
+    GROUP_NAME, title='nova_lease options of nova-scheduler',
+    help='Read by nova-scheduler only: LeaseFilter and LeaseWeigher. '
+         'The options shared by several processes are in [nova_lease].')
 
 SCHEDULER_OPTS = [
     cfg.FloatOpt('weigher_multiplier',
@@ -46,9 +42,8 @@ A positive value prefers the hosts where a request fits tightest in time;
 
 
 def register_opts(conf):
-    conf.register_group(_group())
-    conf.register_opts(SCHEDULER_OPTS, group=GROUP_NAME)
+    GROUP.register(conf, SCHEDULER_OPTS)
 
 
 def list_opts():
-    return [(scheduler_group, SCHEDULER_OPTS)]
+    return GROUP.listing(SCHEDULER_OPTS)
