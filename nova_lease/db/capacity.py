@@ -121,14 +121,14 @@ def _micros(date, dialect):
             sa.cast(sa.func.substr(date, 21, 6), sa.BigInteger))
 
 
-def _window_statement(by_host, live, dialect):
+def _window_statement(by_host, live, with_id, dialect):
     """Allocations overlapping [:start, :end): one index range per span
     class (per host of the expanding :hosts with ``by_host``); class k's
     lower bound is :lb<k>. With ``live``, only those of live reservations
     of leases not ended at :now. Columns: the calendar's item fields
     (nova_lease.calendar.Item: host, start, end as microseconds since
     the epoch, vcpus, memory_mb, disk_gb, whole_host, reservation_id),
-    then the allocation's id. Built once per dialect (see
+    then, ``with_id``, the allocation's id. Built once per dialect (see
     window_allocation_items).
     """
     alloc = ALLOCATIONS
@@ -142,11 +142,13 @@ def _window_statement(by_host, live, dialect):
             terms.insert(0, alloc.c.host.in_(
                 sa.bindparam('hosts', expanding=True)))
         ranges.append(sa.and_(*terms))
-    stmt = sa.select(alloc.c.host, _micros(alloc.c.start_date, dialect),
-                     _micros(alloc.c.end_date, dialect), alloc.c.vcpus,
-                     alloc.c.memory_mb, alloc.c.disk_gb,
-                     alloc.c.whole_host, alloc.c.reservation_id,
-                     alloc.c.id)
+    columns = [alloc.c.host, _micros(alloc.c.start_date, dialect),
+               _micros(alloc.c.end_date, dialect), alloc.c.vcpus,
+               alloc.c.memory_mb, alloc.c.disk_gb, alloc.c.whole_host,
+               alloc.c.reservation_id]
+    if with_id:
+        columns.append(alloc.c.id)
+    stmt = sa.select(*columns)
     where = [sa.or_(*ranges), alloc.c.end_date > sa.bindparam('start')]
     if live:
         stmt = stmt.select_from(alloc.join(RESERVATIONS).join(LEASES))
@@ -159,10 +161,11 @@ def _window_statement(by_host, live, dialect):
     return stmt.where(*where)
 
 
-_WINDOW = {(by_host, live, dialect): _window_statement(by_host, live,
-                                                       dialect)
-           for by_host in (False, True) for live in (False, True)
-           for dialect in ('sqlite', 'mysql', 'postgresql')}
+_WINDOW = {(by_host, live, with_id, dialect): _window_statement(
+    by_host, live, with_id, dialect)
+    for by_host in (False, True) for live in (False, True)
+    for with_id in (False, True)
+    for dialect in ('sqlite', 'mysql', 'postgresql')}
 
 
 _EPOCH = datetime.datetime(1970, 1, 1)
@@ -188,8 +191,8 @@ def window_allocation_items(db, now, dead_reservations, dead_leases, start,
     any more are read too (a superset: what a plan may start from), from
     the covering index alone, without reading their reservation and lease.
     """
-    return [row[:8] for row in _window_rows(
-        db, now, dead_reservations, dead_leases, start, end, hosts, live)]
+    return _window_rows(db, now, dead_reservations, dead_leases, start,
+                        end, hosts, live, with_id=False)
 
 
 def window_allocation_rows(db, now, dead_reservations, dead_leases, start,
@@ -203,11 +206,11 @@ def window_allocation_rows(db, now, dead_reservations, dead_leases, start,
             for (host, a_start, a_end, vcpus, memory_mb, disk_gb, whole,
                  rid, aid) in _window_rows(
                 db, now, dead_reservations, dead_leases, start, end, hosts,
-                live)]
+                live, with_id=True)]
 
 
 def _window_rows(db, now, dead_reservations, dead_leases, start, end, hosts,
-                 live):
+                 live, with_id):
     start, end = common.naive_utc(start), common.naive_utc(end)
     params = {'start': start, 'end': end}
     if live:
@@ -223,7 +226,7 @@ def _window_rows(db, now, dead_reservations, dead_leases, start, end, hosts,
         params['hosts'] = hosts
     with transaction.reading(db) as session:
         dialect = transaction.connection_of(session).dialect.name
-        statement = _WINDOW[hosts is not None, bool(live), dialect]
+        statement = _WINDOW[hosts is not None, bool(live), with_id, dialect]
         return [tuple(row) for row in session.execute(statement, params)]
 
 
