@@ -198,6 +198,22 @@ def _leases_with_reservations(session, lease_ids):
     return leases
 
 
+def _attach_events(session, leases, lease_ids):
+    """Give ``leases[id]`` for each of ``lease_ids`` its ``'events'`` (an
+    end tells a lease deleted before its start by them: see
+    nova_lease.booking.pipeline.never_started), in one query.
+    """
+    lease_ids = sorted(set(lease_ids))
+    if not lease_ids:
+        return
+    for lease_id in lease_ids:
+        leases[lease_id]['events'] = []
+    for row in common.dicts(session.execute(
+            sa.select(EVENTS).where(EVENTS.c.lease_id.in_(lease_ids))
+            .order_by(EVENTS.c.time, common.event_order(), EVENTS.c.id))):
+        leases[row['lease_id']]['events'].append(row)
+
+
 @transaction.retry_on_deadlock
 def engine_claim_events(db, engine_id, now, limit, on_claim=None):
     """Claim up to ``limit`` due events for ``engine_id``, atomically.
@@ -216,7 +232,8 @@ def engine_claim_events(db, engine_id, now, limit, on_claim=None):
     shows the current status).
 
     Returns the claimed event dicts, in due order, each with ``'lease'``:
-    the lease dict (after on_claim) with its ``'reservations'``.
+    the lease dict (after on_claim) with its ``'reservations'`` and, for
+    an end, its ``'events'`` (read in the claim's transaction).
     """
     now = common.naive_utc(now)
     with transaction.writing(db) as session:
@@ -261,6 +278,8 @@ def engine_claim_events(db, engine_id, now, limit, on_claim=None):
                          updated_at=now)
         leases = _leases_with_reservations(
             session, sorted({e['lease_id'] for e in events}))
+        _attach_events(session, leases, [
+            e['lease_id'] for e in events if e['event_type'] == _END_LEASE])
         moves = {}
         for event in events:
             lease = leases[event['lease_id']]

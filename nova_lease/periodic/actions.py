@@ -257,13 +257,11 @@ class ActionsMixin(object):
         if method is None:
             raise exception.NovaLeaseException(
                 'unknown event type %s' % etype)
-        if etype == _T.END_LEASE and pipeline.never_started(dict(
-                lease, events=db_api.event_list(self.db,
-                                                lease_id=lease['id']))):
+        if etype == _T.END_LEASE and pipeline.never_started(lease):
             # Deleted before its start: what it holds in Nova never served
             # the user, each type's cancel releases it (an instance
             # lease's server is deleted, whatever its on_end says). (A
-            # claimed event's lease has no events: read them.)
+            # claimed end's lease comes with its events.)
             method = 'cancel'
         LOG.debug('Running %(type)s of lease %(lease)s (%(name)s), '
                   'attempt %(n)d', {'type': etype, 'lease': lease['id'],
