@@ -578,6 +578,7 @@ class SplitSandbox(runner.Sandbox):
         self.children = []
         self.engines = []
         self._backends_made = False
+        self._setup_procs = []
         self.demo_steps = None
 
     # -- helpers -------------------------------------------------------------
@@ -590,6 +591,7 @@ class SplitSandbox(runner.Sandbox):
             proc = subprocess.Popen(argv, stdout=log,
                                     stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, env=env)
+        self._setup_procs.append(proc)
         return proc
 
     def _wait_all(self, procs):
@@ -886,6 +888,12 @@ class SplitSandbox(runner.Sandbox):
     # -- stop -----------------------------------------------------------------
 
     def stop(self):
+        # Set-up commands still running (a signal during start-up).
+        for proc in self._setup_procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        self._setup_procs = []
         for engine in self.engines:
             self.progress('stopping %s' % engine.name)
             try:
