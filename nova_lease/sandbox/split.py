@@ -839,8 +839,11 @@ class SplitSandbox(runner.Sandbox):
             sess.post('%s/flavors' % self.layout.api_url, json={'flavor': {
                 'id': flavorid, 'name': name, 'vcpus': vcpus, 'ram': ram,
                 'disk': disk}})
-        # One request per nova-api worker and more: a worker registers
-        # in nova_lease's process list when it loads the paste filter.
+        # A nova-api worker registers in nova_lease's process list when it
+        # loads the paste filter: gunicorn (no preload) loads the
+        # application as each worker starts; other WSGI servers may wait
+        # for the worker's first request, so send a few (the kernel
+        # spreads them over the workers).
         for _ in range(4 * API_WORKERS):
             sess.get('%s/servers' % self.layout.api_url)
         self.progress('nova: flavors %s created (as the admin)' % ', '.join(
