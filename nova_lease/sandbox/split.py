@@ -78,7 +78,6 @@ DATABASES = ('nova_api', 'nova_cell0', 'nova_cell1', 'nova_cell2',
 VHOSTS = ('top', 'cell1', 'cell2')
 API_WORKERS = 2
 ENGINES = 2
-CELL0_UUID = '00000000-0000-0000-0000-000000000000'
 
 #: nova_lease options the sandbox sets that the install guide does not,
 #: (section, option) -> (value, why). Nothing else of nova_lease's is set.
@@ -583,8 +582,12 @@ class SplitSandbox(runner.Sandbox):
 
     # -- helpers -------------------------------------------------------------
 
-    def _run(self, name, argv, env=None, timeout=900):
-        """Run a set-up command to its end; its output to its log."""
+    def _run(self, name, argv, env=None):
+        """Start a set-up command, its output in ``log/setup.log``.
+
+        Wait for it with :meth:`_wait_all`; :meth:`stop` kills it if it
+        still runs.
+        """
         with open(self.layout.log_path('setup'), 'ab') as log:
             log.write(('--- %s: %s\n' % (name, ' '.join(argv))).encode())
             log.flush()
