@@ -4,7 +4,10 @@
 # a process of its own, on SQLite, on 127.0.0.1). Arguments go to
 # nova-lease-sandbox (try --demo). With --dashboard, also set up
 # .venv-dashboard (Horizon and blazar-dashboard, tools/setup-dashboard.sh)
-# and serve them on 127.0.0.1:8080 (--dashboard-port).
+# and serve them on 127.0.0.1:8080 (--dashboard-port). With --split, Nova
+# runs as separate processes as the install guide deploys it (needs MariaDB
+# on 127.0.0.1:3306 and RabbitMQ on 127.0.0.1:5672; see
+# doc/source/install/sandbox.rst).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./tools/setup-env.sh

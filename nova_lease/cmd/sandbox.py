@@ -17,6 +17,8 @@ and nova-lease-engine (a child process, restarted if it dies) on
     nova-lease-sandbox [--state-dir DIR] [--keystone-port 5000]
                        [--nova-port 8774] [--demo [--keep-running]]
                        [--no-engine] [--debug]
+                       [--split [--placement-port 8778]
+                        [--stand-in-port 9292]]
                        [--devstack-layout [--devstack-port 80]]
                        [--dashboard [--dashboard-port 8080]
                         [--dashboard-python PYTHON]]
@@ -96,6 +98,21 @@ def parse_args(argv=None):
                         help='python of the dashboard\'s virtualenv '
                              '(default: $NOVA_LEASE_DASHBOARD_PYTHON, or '
                              '.venv-dashboard next to this virtualenv)')
+    parser.add_argument('--split', action='store_true',
+                        help='run Nova as separate processes the way the '
+                             'install guide deploys it: Placement, '
+                             'nova-api under gunicorn (2 workers), '
+                             'nova-scheduler, conductors, two cells with '
+                             'their computes and two engines, on MariaDB '
+                             '(127.0.0.1:3306) and RabbitMQ '
+                             '(127.0.0.1:5672); see doc/source/install/'
+                             'sandbox.rst')
+    parser.add_argument('--placement-port', type=int, default=8778,
+                        help='with --split: Placement port (default: '
+                             '%(default)s)')
+    parser.add_argument('--stand-in-port', type=int, default=9292,
+                        help='with --split: port of the Glance and Neutron '
+                             'stand-ins (default: %(default)s)')
     parser.add_argument('--without-plugin', action='store_true',
                         help=argparse.SUPPRESS)
     return parser.parse_args(argv)
@@ -120,6 +137,24 @@ def main(argv=None):
     args = parse_args(argv)
     from nova import monkey_patch
     monkey_patch.patch()
+
+    if args.split:
+        extra = [name for name, on in (
+            ('--devstack-layout', args.devstack_layout),
+            ('--dashboard', args.dashboard), ('--no-engine', args.no_engine),
+            ('--without-plugin', args.without_plugin)) if on]
+        if extra:
+            sys.stderr.write('nova-lease-sandbox: --split does not go with '
+                             '%s\n' % ', '.join(extra))
+            return 2
+        from nova_lease.sandbox import split
+        sandbox = split.SplitSandbox(
+            args.state_dir, placement_port=args.placement_port,
+            standins_port=args.stand_in_port,
+            keystone_port=args.keystone_port, nova_port=args.nova_port,
+            demo=args.demo, keep_running=args.keep_running,
+            debug=args.debug)
+        return _finish(sandbox.run())
 
     from nova_lease.sandbox import runner
     sandbox = runner.Sandbox(

@@ -333,6 +333,8 @@ class InstanceEndpoint(object):
 
     def info(self, ctxt, publisher_id, event_type, payload, metadata):
         data = _payload_data(payload)
+        LOG.debug('Compute hook: %(type)s of server %(server)s received',
+                  {'type': event_type, 'server': data.get('uuid')})
         # An engine of this process may be waiting for this server (a
         # start it issued): it looks now instead of at its next poll.
         from nova_lease.periodic import engine as lease_engine

@@ -26,4 +26,10 @@ package holds its parts:
 * :mod:`.openrc` writes the openrc files;
 * :mod:`.demo` is the scripted scenario of ``--demo``;
 * :mod:`.runner` ties them together.
+
+``--split`` runs Nova as separate processes instead (:mod:`.split`: real
+Placement, nova-api under gunicorn, scheduler, conductors, two cells, two
+engines, on MariaDB and RabbitMQ), configured from the install guide's
+ini blocks (:mod:`.guide`), with Glance and Neutron stand-ins
+(:mod:`.standins`).
 """

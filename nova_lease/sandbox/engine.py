@@ -187,11 +187,18 @@ class EngineProcess(object):
     """
 
     def __init__(self, state_dir, conf_path, restart_delay=1.0,
-                 ready_timeout=90.0, progress=None):
+                 ready_timeout=90.0, progress=None, name=SCRIPT,
+                 extra_args=()):
+        """``name``: of its log (``<state>/NAME.log``) and pid file
+        (``<state>/NAME.pid``); ``extra_args``: more command-line
+        arguments of the engine.
+        """
         self.state_dir = state_dir
         self.conf_path = conf_path
-        self.log_path = os.path.join(state_dir, LOG_NAME)
-        self.pid_path = os.path.join(state_dir, PID_NAME)
+        self.name = name
+        self.extra_args = list(extra_args)
+        self.log_path = os.path.join(state_dir, name + '.log')
+        self.pid_path = os.path.join(state_dir, name + '.pid')
         self.restart_delay = restart_delay
         self.ready_timeout = ready_timeout
         self.progress = progress or (lambda text: None)
@@ -211,7 +218,7 @@ class EngineProcess(object):
         """Start the engine in the background (see :meth:`wait_ready`)."""
         self._script = find_script()
         self._thread = threading.Thread(target=self._supervise,
-                                        name='lease-engine-supervisor',
+                                        name='%s-supervisor' % self.name,
                                         daemon=True)
         self._thread.start()
 
@@ -250,7 +257,8 @@ class EngineProcess(object):
             log.flush()
             proc = subprocess.Popen(
                 [sys.executable, '-c', _LAUNCHER, str(os.getpid()),
-                 self._script, '--config-file', self.conf_path],
+                 self._script, '--config-file', self.conf_path] +
+                self.extra_args,
                 stdout=log, stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 # Not in the terminal's process group: Ctrl-C reaches the

@@ -101,12 +101,19 @@ class KeystoneError(Exception):
 class Keystone(object):
     """Set up, start, configure and stop the sandbox's Keystone."""
 
-    def __init__(self, state_dir, port, nova_port, passwords):
+    def __init__(self, state_dir, port, nova_port, passwords,
+                 catalog=None, service_users=('nova',)):
+        """``catalog``: (name, type, description, URL) of each service
+        but Keystone (default: :data:`CATALOG` on ``nova_port``);
+        ``service_users``: the users made admin of the service project.
+        """
         self.dir = os.path.join(state_dir, 'keystone')
         self.log_path = os.path.join(state_dir, 'keystone.log')
         self.port = port
         self.nova_port = nova_port
         self.passwords = passwords
+        self.catalog = catalog
+        self.service_users = tuple(service_users)
         self.conf_path = os.path.join(self.dir, 'keystone.conf')
         self.pid_path = os.path.join(state_dir, 'keystone.pid')
         self.url = 'http://%s:%d/v3' % (HOST, port)
@@ -262,7 +269,9 @@ class Keystone(object):
                 {'description': 'nova-lease-sandbox %s project' % name})
         self.project_ids = {name: p['id'] for name, p in projects.items()}
         users = {}
-        for name, project in (('demo', 'demo'), ('nova', SERVICE_PROJECT)):
+        accounts = [('demo', 'demo')] + [(name, SERVICE_PROJECT)
+                                         for name in self.service_users]
+        for name, project in accounts:
             users[name] = api.ensure(
                 'users', {'name': name, 'domain_id': DOMAIN_ID},
                 {'password': self.passwords[name],
@@ -270,8 +279,9 @@ class Keystone(object):
             # Keep the password in step with the secrets file.
             api.patch('users', users[name]['id'],
                       {'password': self.passwords[name]})
-        grants = (('demo', 'demo', ('member', 'reader')),
-                  ('nova', SERVICE_PROJECT, ('admin', 'service')))
+        grants = [('demo', 'demo', ('member', 'reader'))]
+        grants += [(name, SERVICE_PROJECT, ('admin', 'service'))
+                   for name in self.service_users]
         for user, project, names in grants:
             for role in names:
                 sess.put('%s/projects/%s/users/%s/roles/%s' % (
@@ -281,8 +291,11 @@ class Keystone(object):
         urls = {'identity': self.url}
         base = 'http://%s:%d' % (HOST, self.nova_port)
         services = [('keystone', 'identity', None, self.url)]
-        services += [(name, stype, desc, base + path)
-                     for name, stype, desc, path in CATALOG]
+        if self.catalog is None:
+            services += [(name, stype, desc, base + path)
+                         for name, stype, desc, path in CATALOG]
+        else:
+            services += list(self.catalog)
         for name, stype, desc, url in services:
             attrs = {'description': desc} if desc else {}
             service = api.ensure('services', {'type': stype, 'name': name},

@@ -88,6 +88,8 @@ class Sandbox(object):
         self.nova = None
         self.engine = None
         self._ks_error = None
+        #: The demo's steps (None: demo.default_steps()).
+        self.demo_steps = None
 
     def progress(self, text):
         self.err.write('[%5.1fs] %s\n' % (time.monotonic() - self.t0, text))
@@ -293,6 +295,7 @@ class Sandbox(object):
                 admin_env = openrc.read_openrc(self.openrc_path('admin'))
                 code = 0 if demo.run(
                     env, out=self.out, admin_env=admin_env,
+                    steps=self.demo_steps,
                     engine=self.engine, conf_path=self.nova.conf_path,
                     page_path=os.path.join(self.state_dir,
                                            'capacity.html')) else 1
