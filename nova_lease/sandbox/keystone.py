@@ -54,7 +54,7 @@ debug = False
 use_stderr = True
 
 [database]
-connection = sqlite:///%(dir)s/keystone.sqlite
+connection = %(connection)s
 
 [token]
 provider = fernet
@@ -102,12 +102,16 @@ class Keystone(object):
     """Set up, start, configure and stop the sandbox's Keystone."""
 
     def __init__(self, state_dir, port, nova_port, passwords,
-                 catalog=None, service_users=('nova',)):
+                 catalog=None, service_users=('nova',), connection=None):
         """``catalog``: (name, type, description, URL) of each service
         but Keystone (default: :data:`CATALOG` on ``nova_port``);
-        ``service_users``: the users made admin of the service project.
+        ``service_users``: the users made admin of the service project;
+        ``connection``: the database (default: an SQLite file in the
+        state directory, reused by later starts); another one is empty
+        and bootstrapped at every start.
         """
         self.dir = os.path.join(state_dir, 'keystone')
+        self.connection = connection
         self.log_path = os.path.join(state_dir, 'keystone.log')
         self.port = port
         self.nova_port = nova_port
@@ -142,6 +146,8 @@ class Keystone(object):
                                                           proc.returncode))
 
     def _bootstrapped(self):
+        if self.connection is not None:
+            return False
         try:
             with open(os.path.join(self.dir, _MARKER)) as f:
                 marker = json.load(f)
@@ -158,7 +164,10 @@ class Keystone(object):
             shutil.rmtree(self.dir)        # a half-made one: start over
         os.makedirs(self.dir, exist_ok=True)
         with open(self.conf_path, 'w') as f:
-            f.write(_KEYSTONE_CONF % {'dir': self.dir})
+            f.write(_KEYSTONE_CONF % {
+                'dir': self.dir,
+                'connection': self.connection or 'sqlite:///%s' % (
+                    os.path.join(self.dir, 'keystone.sqlite'))})
         if self.reused:
             return
         self._log = open(self.log_path, 'ab')

@@ -16,8 +16,8 @@ with Nova deployed the way the install guide (doc/source/install/
 install.rst) deploys it, every process a child of the sandbox, on
 127.0.0.1:
 
-* Keystone (:mod:`nova_lease.sandbox.keystone`, SQLite in the state
-  directory), with ``image``, ``network``, ``placement``, ``compute`` and
+* Keystone (:mod:`nova_lease.sandbox.keystone`, on MariaDB), with
+  ``image``, ``network``, ``placement``, ``compute`` and
   ``reservation`` in its catalog and the guide's ``nova_lease`` service
   user;
 * Placement under gunicorn (1 worker);
@@ -73,8 +73,8 @@ RABBIT_PORT = 5672
 #: cell name -> its compute hosts.
 CELLS = collections.OrderedDict([('cell1', ('host1', 'host2')),
                                  ('cell2', ('host3',))])
-DATABASES = ('nova_api', 'nova_cell0', 'nova_cell1', 'nova_cell2',
-             'placement', 'nova_lease')
+DATABASES = ('keystone', 'nova_api', 'nova_cell0', 'nova_cell1',
+             'nova_cell2', 'placement', 'nova_lease')
 VHOSTS = ('top', 'cell1', 'cell2')
 API_WORKERS = 2
 ENGINES = 2
@@ -677,19 +677,21 @@ class SplitSandbox(runner.Sandbox):
         passwords = _with_lease_password(self.state_dir, passwords)
         self.progress('state directory %s; logs in %s'
                       % (self.state_dir, self.layout.log))
-        self.keystone = ks.Keystone(
-            self.state_dir, self.keystone_port, self.nova_port, passwords,
-            catalog=self.layout.catalog(),
-            service_users=('nova', 'nova_lease'))
-        self.keystone.log_path = self.layout.log_path('keystone')
-        ks_thread = threading.Thread(target=self._keystone_thread,
-                                     name='keystone-setup', daemon=True)
-        ks_thread.start()
-
         self.progress('mariadb, rabbitmq: creating databases and vhosts '
                       '%s*' % self.backends.prefix)
         self._backends_made = True
         self.backends.create()
+        # On MariaDB: on SQLite, the concurrent token requests of the
+        # services starting together fail with "database is locked".
+        self.keystone = ks.Keystone(
+            self.state_dir, self.keystone_port, self.nova_port, passwords,
+            catalog=self.layout.catalog(),
+            service_users=('nova', 'nova_lease'),
+            connection=self.backends.db_url('keystone'))
+        self.keystone.log_path = self.layout.log_path('keystone')
+        ks_thread = threading.Thread(target=self._keystone_thread,
+                                     name='keystone-setup', daemon=True)
+        ks_thread.start()
         try:
             files = write_config(self.layout, self.backends, passwords,
                                  debug=self.debug)
