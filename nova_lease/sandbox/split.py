@@ -92,6 +92,9 @@ SANDBOX_EXTRAS = collections.OrderedDict([
       'within a second (default 10)')),
     (('nova_lease_engine', 'engine_shutdown_timeout'),
      (str(engine_proc.SHUTDOWN_TIMEOUT), 'a quick stop')),
+    (('nova_lease', 'engine_heartbeat_timeout'),
+     ('5', 'the other engine takes over the claims of a killed one '
+      'within 5 s (default 10; heartbeats every second)')),
 ])
 
 
@@ -124,6 +127,11 @@ class Backends(object):
 
     def __init__(self, state_dir):
         self.prefix = prefix_for(state_dir)
+        #: The ports the processes reach MariaDB and RabbitMQ on (relays'
+        #: ports with SplitSandbox(relays=True)); the sandbox's own
+        #: queries and rabbitmqctl go to the servers directly.
+        self.mysql_port = MYSQL_PORT
+        self.rabbit_port = RABBIT_PORT
         self.record = os.path.join(state_dir, 'split', 'backends.json')
         self.rabbitmqctl = (shutil.which('rabbitmqctl') or
                             shutil.which('rabbitmqctl', path='/usr/sbin'))
@@ -136,10 +144,10 @@ class Backends(object):
 
     def db_url(self, name):
         return ('mysql+pymysql://root@%s:%d/%s?charset=utf8mb4'
-                % (HOST, MYSQL_PORT, self.db_name(name)))
+                % (HOST, self.mysql_port, self.db_name(name)))
 
     def transport_url(self, name):
-        return 'rabbit://guest:guest@%s:%d/%s' % (HOST, RABBIT_PORT,
+        return 'rabbit://guest:guest@%s:%d/%s' % (HOST, self.rabbit_port,
                                                   self.vhost(name))
 
     def _mysql(self):
@@ -567,8 +575,15 @@ class SplitSandbox(runner.Sandbox):
     """The sandbox with Nova in separate processes (module docstring)."""
 
     def __init__(self, state_dir, placement_port=8778, standins_port=9292,
-                 **kw):
+                 relays=False, **kw):
+        """``relays``: every process (and the set-up commands) reaches
+        MariaDB and RabbitMQ through a :class:`nova_lease.sandbox.proxy.
+        Relay` each (:attr:`relays`, {'mysql', 'rabbit'}), which the fault
+        drill (benchmarks/faults.py) cuts and restores.
+        """
         super().__init__(state_dir, **kw)
+        self.use_relays = relays
+        self.relays = {}
         self.placement_port = placement_port
         self.standins_port = standins_port
         self.layout = Layout(self.state_dir, self.keystone_port,
@@ -686,6 +701,8 @@ class SplitSandbox(runner.Sandbox):
                                      name='keystone-setup', daemon=True)
         ks_thread.start()
 
+        if self.use_relays:
+            self._start_relays()
         self.progress('mariadb, rabbitmq: creating databases and vhosts '
                       '%s*' % self.backends.prefix)
         self._backends_made = True
@@ -716,6 +733,16 @@ class SplitSandbox(runner.Sandbox):
         self._write_openrc(passwords)
         self._show_processes()
         self.demo_steps = _demo_steps(self)
+
+    def _start_relays(self):
+        from nova_lease.sandbox import proxy
+        for name, port in (('mysql', MYSQL_PORT), ('rabbit', RABBIT_PORT)):
+            self.relays[name] = proxy.Relay(port).start()
+        self.backends.mysql_port = self.relays['mysql'].port
+        self.backends.rabbit_port = self.relays['rabbit'].port
+        self.progress('relays: MariaDB %s:%d -> %d, RabbitMQ %s:%d -> %d' % (
+            HOST, self.backends.mysql_port, MYSQL_PORT, HOST,
+            self.backends.rabbit_port, RABBIT_PORT))
 
     def _setup_databases(self):
         L = self.layout
@@ -926,6 +953,9 @@ class SplitSandbox(runner.Sandbox):
             self.progress('stopping keystone')
             self.keystone.stop()
             self.keystone = None
+        for relay in self.relays.values():
+            relay.stop()
+        self.relays = {}
         if self._backends_made:
             self._backends_made = False
             try:
