@@ -463,7 +463,11 @@ def write_config(layout, backends, passwords, debug=False,
             ('debug', str(bool(debug))),
             ('my_ip', HOST),
             ('state_path', layout.dir),
-            ('compute_driver', 'fake.FakeDriver'),
+            # The fake driver with a stable node identity (its
+            # compute_id file in the host's state_path), as a real
+            # single-node driver: a restarted nova-compute starts again
+            # (fake.FakeDriver writes no identity and refuses to).
+            ('compute_driver', 'fake.FakeDriverWithoutFakeNodes'),
             ('graceful_shutdown_timeout', '5'),
             ('manager_shutdown_timeout', '2'),
             ('instance_usage_audit', 'False'),
