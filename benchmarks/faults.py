@@ -87,11 +87,25 @@ Then it waits until every event is DONE (or ERROR), or its time plus
 The last line printed is one JSON object with those keys, ``faults``
 (the faults run, by name), ``fault_details`` (what each fault hit),
 ``samples`` and ``seconds``. Exit 0 only when every count is 0. About 8
-minutes on an idle two-core machine (2 of them starting the sandbox);
-``--quick`` runs faults 1, 3 and 5 only (about 7 minutes). Needs MariaDB
-(root, no password) and RabbitMQ (guest, rabbitmqctl) on 127.0.0.1::
+minutes on a two-core machine (2 of them starting the sandbox);
+``--quick`` runs faults 1, 3 and 5 only (each after the ends of the
+leases of the fault before: about 7 minutes).
 
-    python benchmarks/faults.py [--quick] [--state-dir DIR] [--keep]
+``--quick --overlap`` runs them back to back, so that the RabbitMQ cut
+lands on the ends of the first leases and the nova-api worker is killed
+the moment RabbitMQ comes back: that compound fault loses events (a
+known problem, not yet fixed: a DELETE whose nova-api worker died after
+setting task_state ``deleting`` and before its cast reached RabbitMQ
+leaves the server deleting for ever; Nova ignores the engine's later
+deletes of it ("Instance is already in deleting state"), the end waits
+``plugin_call_timeout`` per attempt, and the starts of later leases on
+the same hosts wait for that end).
+
+Needs MariaDB (root, no password) and RabbitMQ (guest, rabbitmqctl) on
+127.0.0.1::
+
+    python benchmarks/faults.py [--quick [--overlap]] [--state-dir DIR]
+                                [--keep]
 """
 
 import argparse
@@ -573,6 +587,11 @@ def _ahead(seconds):
     return _utcnow() + datetime.timedelta(seconds=seconds)
 
 
+#: --overlap: the quick drill's faults do not wait for the ends of the
+#: leases of the fault before (see the module docstring).
+quick_overlap = False
+
+
 def phase_engine_kills(drill, quick):
     """Faults 1 and 2: four instance leases start together; the engine
     that runs one of the starts is killed; then the same at their ends.
@@ -583,9 +602,11 @@ def phase_engine_kills(drill, quick):
         drill.boot_leased(name, start)
     drill.wait_until(start - datetime.timedelta(seconds=2))
     drill.kill_claimer('engine_kill_mid_start', names, 'start_lease', 40)
-    if quick:
-        return
     end = start + datetime.timedelta(seconds=LEASE_SECONDS)
+    if quick:
+        if not quick_overlap:
+            drill.wait_until(end + datetime.timedelta(seconds=10))
+        return
     drill.wait_until(end - datetime.timedelta(seconds=2))
     drill.kill_claimer('engine_kill_mid_end', names, 'end_lease', 40)
 
@@ -603,9 +624,11 @@ def phase_cuts(drill, quick):
     drill.host_lease('drill-host-c', start + datetime.timedelta(seconds=2))
     drill.wait_until(start - datetime.timedelta(seconds=3))
     drill.cut('rabbitmq_cut', 'rabbit')
-    if quick:
-        return
     end = start + datetime.timedelta(seconds=LEASE_SECONDS)
+    if quick:
+        if not quick_overlap:
+            drill.wait_until(end + datetime.timedelta(seconds=15))
+        return
     drill.wait_until(end - datetime.timedelta(seconds=3))
     drill.cut('mariadb_cut', 'mysql')
 
@@ -660,10 +683,15 @@ def main(argv=None):
     parser.add_argument('--quick', action='store_true',
                         help='faults 1, 3 and 5 only')
     parser.add_argument('--state-dir', help='default: a temporary one')
+    parser.add_argument('--overlap', action='store_true',
+                        help='with --quick: each fault right after the '
+                        'one before, on the ends of its leases')
     parser.add_argument('--grace', type=int, default=GRACE)
     parser.add_argument('--keep', action='store_true',
                         help='keep the state directory (logs)')
     args = parser.parse_args(argv)
+    global quick_overlap
+    quick_overlap = args.overlap
     t0 = time.monotonic()
     state = args.state_dir or tempfile.mkdtemp(prefix='nova-lease-faults-')
     sandbox = split.SplitSandbox(
@@ -672,6 +700,7 @@ def main(argv=None):
         relays=True, out=sys.stderr, err=sys.stderr)
     result = {'faults': []}
     code = 1
+    drill = None
 
     def _on_signal(signum, frame):
         raise KeyboardInterrupt()
@@ -706,8 +735,12 @@ def main(argv=None):
     except KeyboardInterrupt:
         say('interrupted')
     except Exception as e:
+        import traceback
+        traceback.print_exc()
         say('drill failed: %s: %s', type(e).__name__, e)
         result['error'] = '%s: %s' % (type(e).__name__, e)
+        if drill is not None:
+            result.update(faults=drill.faults, fault_details=drill.details)
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
