@@ -92,6 +92,9 @@ SANDBOX_EXTRAS = collections.OrderedDict([
       'within a second (default 10)')),
     (('nova_lease_engine', 'engine_shutdown_timeout'),
      (str(engine_proc.SHUTDOWN_TIMEOUT), 'a quick stop')),
+    (('nova_lease', 'engine_heartbeat_timeout'),
+     ('5', 'the other engine takes over the claims of a killed one '
+      'within 5 s (default 10; heartbeats every second)')),
 ])
 
 
@@ -124,6 +127,11 @@ class Backends(object):
 
     def __init__(self, state_dir):
         self.prefix = prefix_for(state_dir)
+        #: The ports the processes reach MariaDB and RabbitMQ on (relays'
+        #: ports with SplitSandbox(relays=True)); the sandbox's own
+        #: queries and rabbitmqctl go to the servers directly.
+        self.mysql_port = MYSQL_PORT
+        self.rabbit_port = RABBIT_PORT
         self.record = os.path.join(state_dir, 'split', 'backends.json')
         self.rabbitmqctl = (shutil.which('rabbitmqctl') or
                             shutil.which('rabbitmqctl', path='/usr/sbin'))
@@ -134,12 +142,14 @@ class Backends(object):
     def vhost(self, name):
         return self.prefix + name
 
-    def db_url(self, name):
+    def db_url(self, name, direct=False):
+        """``direct``: to the server, not through a relay."""
         return ('mysql+pymysql://root@%s:%d/%s?charset=utf8mb4'
-                % (HOST, MYSQL_PORT, self.db_name(name)))
+                % (HOST, MYSQL_PORT if direct else self.mysql_port,
+                   self.db_name(name)))
 
     def transport_url(self, name):
-        return 'rabbit://guest:guest@%s:%d/%s' % (HOST, RABBIT_PORT,
+        return 'rabbit://guest:guest@%s:%d/%s' % (HOST, self.rabbit_port,
                                                   self.vhost(name))
 
     def _mysql(self):
@@ -455,7 +465,11 @@ def write_config(layout, backends, passwords, debug=False,
             ('debug', str(bool(debug))),
             ('my_ip', HOST),
             ('state_path', layout.dir),
-            ('compute_driver', 'fake.FakeDriver'),
+            # The fake driver with a stable node identity (its
+            # compute_id file in the host's state_path), as a real
+            # single-node driver: a restarted nova-compute starts again
+            # (fake.FakeDriver writes no identity and refuses to).
+            ('compute_driver', 'fake.FakeDriverWithoutFakeNodes'),
             ('graceful_shutdown_timeout', '5'),
             ('manager_shutdown_timeout', '2'),
             ('instance_usage_audit', 'False'),
@@ -567,8 +581,15 @@ class SplitSandbox(runner.Sandbox):
     """The sandbox with Nova in separate processes (module docstring)."""
 
     def __init__(self, state_dir, placement_port=8778, standins_port=9292,
-                 **kw):
+                 relays=False, **kw):
+        """``relays``: every process (and the set-up commands) reaches
+        MariaDB and RabbitMQ through a :class:`nova_lease.sandbox.proxy.
+        Relay` each (:attr:`relays`, {'mysql', 'rabbit'}), which the fault
+        drill (benchmarks/faults.py) cuts and restores.
+        """
         super().__init__(state_dir, **kw)
+        self.use_relays = relays
+        self.relays = {}
         self.placement_port = placement_port
         self.standins_port = standins_port
         self.layout = Layout(self.state_dir, self.keystone_port,
@@ -677,17 +698,21 @@ class SplitSandbox(runner.Sandbox):
         passwords = _with_lease_password(self.state_dir, passwords)
         self.progress('state directory %s; logs in %s'
                       % (self.state_dir, self.layout.log))
+        if self.use_relays:
+            self._start_relays()
         self.progress('mariadb, rabbitmq: creating databases and vhosts '
                       '%s*' % self.backends.prefix)
         self._backends_made = True
         self.backends.create()
         # On MariaDB: on SQLite, the concurrent token requests of the
-        # services starting together fail with "database is locked".
+        # services starting together fail with "database is locked". Not
+        # through the relay: the fault drill takes the database away from
+        # Nova and the engines, not from the identity service.
         self.keystone = ks.Keystone(
             self.state_dir, self.keystone_port, self.nova_port, passwords,
             catalog=self.layout.catalog(),
             service_users=('nova', 'nova_lease'),
-            connection=self.backends.db_url('keystone'))
+            connection=self.backends.db_url('keystone', direct=True))
         self.keystone.log_path = self.layout.log_path('keystone')
         ks_thread = threading.Thread(target=self._keystone_thread,
                                      name='keystone-setup', daemon=True)
@@ -718,6 +743,16 @@ class SplitSandbox(runner.Sandbox):
         self._write_openrc(passwords)
         self._show_processes()
         self.demo_steps = _demo_steps(self)
+
+    def _start_relays(self):
+        from nova_lease.sandbox import proxy
+        for name, port in (('mysql', MYSQL_PORT), ('rabbit', RABBIT_PORT)):
+            self.relays[name] = proxy.Relay(port).start()
+        self.backends.mysql_port = self.relays['mysql'].port
+        self.backends.rabbit_port = self.relays['rabbit'].port
+        self.progress('relays: MariaDB %s:%d -> %d, RabbitMQ %s:%d -> %d' % (
+            HOST, self.backends.mysql_port, MYSQL_PORT, HOST,
+            self.backends.rabbit_port, RABBIT_PORT))
 
     def _setup_databases(self):
         L = self.layout
@@ -928,6 +963,9 @@ class SplitSandbox(runner.Sandbox):
             self.progress('stopping keystone')
             self.keystone.stop()
             self.keystone = None
+        for relay in self.relays.values():
+            relay.stop()
+        self.relays = {}
         if self._backends_made:
             self._backends_made = False
             try:

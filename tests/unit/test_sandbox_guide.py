@@ -179,3 +179,30 @@ class SplitConfigDriftTest(testtools.TestCase):
 def _rmtree(path):
     import shutil
     shutil.rmtree(path, ignore_errors=True)
+
+
+class SplitRelayPortsTest(testtools.TestCase):
+    """With relays (SplitSandbox(relays=True)), every process reaches
+    MariaDB and RabbitMQ on the relays' ports, none on the servers'.
+    """
+
+    def test_urls_use_the_relay_ports(self):
+        state = tempfile.mkdtemp()
+        self.addCleanup(_rmtree, state)
+        layout = split.Layout(state, 5000, 8774, 8778, 9292)
+        backends = split.Backends(state)
+        backends.mysql_port, backends.rabbit_port = 41001, 41002
+        files = split.write_config(layout, backends, PASSWORDS)
+        urls = []
+        for name, path in files.items():
+            with open(path) as f:
+                for line in f:
+                    if '://' in line and ('mysql' in line or
+                                          'rabbit' in line):
+                        urls.append((name, line.strip()))
+        self.assertTrue(urls)
+        for name, line in urls:
+            self.assertNotIn(':%d/' % split.MYSQL_PORT, line, name)
+            self.assertNotIn(':%d/' % split.RABBIT_PORT, line, name)
+            self.assertTrue(':41001/' in line or ':41002/' in line,
+                            (name, line))
