@@ -93,13 +93,12 @@ leases of the fault before: about 7 minutes).
 
 ``--quick --overlap`` runs them back to back, so that the RabbitMQ cut
 lands on the ends of the first leases and the nova-api worker is killed
-the moment RabbitMQ comes back: that compound fault loses events (a
-known problem, not yet fixed: a DELETE whose nova-api worker died after
-setting task_state ``deleting`` and before its cast reached RabbitMQ
-leaves the server deleting for ever; Nova ignores the engine's later
-deletes of it ("Instance is already in deleting state"), the end waits
-``plugin_call_timeout`` per attempt, and the starts of later leases on
-the same hosts wait for that end).
+the moment RabbitMQ comes back. That compound fault found a lost server
+delete (nova-api died after setting task_state ``deleting`` and before
+its cast reached RabbitMQ; Nova ignores every later delete of such a
+server): the engine now resets the state of a server deleting for longer
+than ``[nova_lease_engine] lost_delete_timeout`` (60 s in the split
+sandbox) and deletes it again.
 
 Needs MariaDB (root, no password) and RabbitMQ (guest, rabbitmqctl) on
 127.0.0.1::

@@ -279,6 +279,13 @@ class ComputeClient(object):
             return False
         return True
 
+    @_translate('reset the state of server')
+    def reset_server_state(self, server_id, state='error'):
+        """Nova's os-resetState (admin): ``vm_state`` to ``state``, no
+        task state.
+        """
+        self._nova.servers.reset_state(server_id, state)
+
     @_translate('live-migrate server')
     def live_migrate_server(self, server_id):
         """Live-migrate the server; Nova's scheduler picks the host."""

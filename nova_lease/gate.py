@@ -106,6 +106,7 @@ READS = frozenset((
 #: name, target kind and what it needs of its lease.
 MUTATING = {
     'delete_server': ('delete', SERVER, RELEASE),
+    'reset_server_state': ('reset_state', SERVER, RELEASE),
     'shelve_server': ('shelve', SERVER, RELEASE),
     'shelve_offload_server': ('shelve_offload', SERVER, RELEASE),
     'unshelve_server': ('unshelve', SERVER, START),

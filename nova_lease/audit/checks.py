@@ -788,9 +788,9 @@ def check_flavors(state, index=None):
 
 #: Journaled server actions that only the lease's project's servers
 #: may get.
-_OWNER_ACTIONS = frozenset({'delete', 'shelve', 'shelve_offload',
-                            'unshelve', 'set_metadata', 'add_tag',
-                            'delete_tag'})
+_OWNER_ACTIONS = frozenset({'delete', 'reset_state', 'shelve',
+                            'shelve_offload', 'unshelve', 'set_metadata',
+                            'add_tag', 'delete_tag'})
 MOVES = _MOVES = frozenset({'live_migrate', 'migrate'})
 #: The reservation property of a best-effort host reservation's hunt.
 BEST_EFFORT = 'best_effort'

@@ -171,6 +171,23 @@ Related options:
 * [nova_lease] engine_claim_timeout must be larger: nova-lease-engine
   refuses to start otherwise.
 """),
+    cfg.IntOpt('lost_delete_timeout',
+               default=900,
+               min=60,
+               help="""
+Seconds after which the engine takes a server that Nova shows in task state
+``deleting`` as a delete Nova lost, when it deletes that server at the end
+of its lease.
+
+Nova sets the task state before it casts the delete to the server's
+compute: if nova-api dies in between, or the cast is lost, the server stays
+``deleting`` for good and Nova ignores every later delete of it. A lease
+ending then would never end. When the server's last update is older than
+this, the engine resets its state (Nova's os-resetState, to ``error``,
+journaled like every action of the engine) and deletes it again. A delete
+that is only slow is left alone until then: give the slowest delete of
+your computes (volumes detached, disks removed) with a margin.
+"""),
     cfg.IntOpt('engine_shutdown_timeout',
                deprecated_group=lease.GROUP_NAME,
                default=30,

@@ -95,6 +95,9 @@ SANDBOX_EXTRAS = collections.OrderedDict([
     (('nova_lease', 'engine_heartbeat_timeout'),
      ('5', 'the other engine takes over the claims of a killed one '
       'within 5 s (default 10; heartbeats every second)')),
+    (('nova_lease_engine', 'lost_delete_timeout'),
+     ('60', 'a server delete Nova lost (the fault drill kills a nova-api '
+      'worker mid-request) is found within a minute (default 15)')),
 ])
 
 

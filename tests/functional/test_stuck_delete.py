@@ -16,15 +16,19 @@ server DELETE whose nova-api worker died after setting the task state to
 ``deleting`` and before its cast reached RabbitMQ leaves the server
 deleting for good, and Nova ignores every later delete of it ("Instance
 is already in deleting state, ignoring this request"). The engine's end
-then waits for a deletion that never comes (plugin_call_timeout per
-attempt) and the lease goes to ERROR; meanwhile the starts of later
-leases on the same hosts wait for that end. Not fixed yet: the test
-states what should happen, as an expected failure.
+then waited for a deletion that never came (plugin_call_timeout per
+attempt) and the lease went to ERROR; meanwhile the starts of later
+leases on the same hosts waited for that end. Now a server ``deleting``
+for longer than ``[nova_lease_engine] lost_delete_timeout`` has its state
+reset (journaled) and is deleted again; a delete under way is left alone.
 """
+
+import datetime
 
 from nova import context as nova_context
 from nova import objects
 
+from nova_lease.db import api as db_api
 from tests.functional import test_instance_lease
 
 
@@ -36,27 +40,43 @@ class StuckDeleteTest(test_instance_lease.InstanceLeaseTest):
         overrides.setdefault('plugin_call_timeout', 3)
         return super()._engine(**overrides)
 
-    def _end_with_stuck_delete(self):
+    def _end_with_stuck_delete(self, deleting_for):
+        """A 2-hour lease whose server Nova shows ``deleting`` since
+        ``deleting_for`` (a timedelta) when the lease ends.
+        """
         server = self._lease_boot(name='stuck', duration='2h')
         self.engine.process_due()
         self.assertEqual('ACTIVE', self._lease()['status'])
+        self.clock.advance(
+            seconds=(datetime.timedelta(hours=2) - deleting_for)
+            .total_seconds())
         # The lost cast: the task state is set, nothing reaches the compute.
         ctx = nova_context.get_admin_context()
         instance = objects.Instance.get_by_uuid(ctx, server['id'])
         instance.task_state = 'deleting'
         instance.save()
-        self.clock.advance(hours=2)
+        self.clock.advance(seconds=deleting_for.total_seconds())
         self.engine.process_due()
         for _ in range(3):            # the retries (retry_interval 1 s)
             self.clock.advance(minutes=1)
             self.engine.process_due()
         return server
 
+    def _actions(self):
+        return [(a['action'], a['outcome']) for a in db_api.action_list(
+            self.db, lease_id=self._lease()['id'])]
+
     def test_lease_ends_although_nova_lost_a_delete(self):
-        server = self._end_with_stuck_delete()
-        self.expectFailure(
-            'a server stuck in task state deleting is never deleted: the '
-            'lease ends in ERROR',
-            self.assertEqual, 'TERMINATED', self._lease()['status'])
-        self.assertEqual('ERROR', self._lease()['status'])
+        # Deleting for an hour, lost_delete_timeout 15 minutes.
+        server = self._end_with_stuck_delete(datetime.timedelta(hours=1))
+        self.assertEqual('TERMINATED', self._lease()['status'])
+        self.assertEqual('GONE', self._status(server['id']))
+        self.assertIn(('reset_state', 'done'), self._actions())
+
+    def test_a_delete_under_way_is_left_alone(self):
+        # Deleting for 5 minutes: a slow delete, not yet a lost one. The
+        # end waits for it (and, this one never ending, fails).
+        server = self._end_with_stuck_delete(datetime.timedelta(minutes=5))
+        self.assertNotEqual('TERMINATED', self._lease()['status'])
         self.assertNotEqual('GONE', self._status(server['id']))
+        self.assertNotIn('reset_state', [a for a, _ in self._actions()])

@@ -34,11 +34,13 @@ plugin_call_timeout`` seconds, until Nova has done it.
 """
 
 import contextlib
+import datetime
 import functools
 import threading
 import time
 
 from oslo_log import log as logging
+from oslo_utils import timeutils
 
 from nova_lease import compute
 from nova_lease.plugins import base
@@ -243,10 +245,38 @@ class InstancePlugin(base.ComputePlugin):
         server_id = self._server_id(lease, reservation)
         LOG.info('Deleting server %(server)s at the end of lease %(lease)s',
                  {'server': server_id, 'lease': lease['id']})
-        if self._gate(lease, reservation).delete_server(
-                server_id, why='the lease ends'):
+        gate = self._gate(lease, reservation)
+        self._unless_delete_lost(gate, server_id)
+        if gate.delete_server(server_id, why='the lease ends'):
             self.compute.wait_for_server(server_id, (), self._timeout,
                                          gone_ok=True, fail_statuses=())
+
+    def _unless_delete_lost(self, gate, server_id):
+        """A server ``deleting`` since longer than ``lost_delete_timeout``:
+        Nova lost that delete (nova-api died after setting the task state
+        and before its cast; the fault drill found it) and ignores every
+        later one. Reset its state, so that the delete goes through.
+        """
+        try:
+            server = self.compute.get_server(server_id)
+        except compute.ServerNotFound:
+            return
+        if server.get('OS-EXT-STS:task_state') != 'deleting':
+            return
+        updated = timeutils.normalize_time(
+            timeutils.parse_isotime(server['updated']))
+        timeout = self.conf.nova_lease_engine.lost_delete_timeout
+        if timeutils.utcnow() - updated < datetime.timedelta(
+                seconds=timeout):
+            return      # a delete under way: wait for it
+        LOG.warning('Server %(server)s is deleting since %(since)s, longer '
+                    'than lost_delete_timeout (%(timeout)d s): Nova lost '
+                    'that delete; resetting its state to delete it again',
+                    {'server': server_id, 'since': server['updated'],
+                     'timeout': timeout})
+        gate.reset_server_state(
+            server_id, why='its delete was lost: deleting since %s'
+            % server['updated'])
 
     def _shelve(self, lease, reservation):
         server_id = self._server_id(lease, reservation)
