@@ -566,9 +566,14 @@ class Walk(object):
         (their events' claims and retries, the clock), for the replay.
         """
         out = {'now': str(timeutils.utcnow()),
-               'engine_jobs': self.case.engine.in_flight, 'leases': {}}
+               'engine_jobs': self.case.engine.in_flight, 'leases': {},
+               'hosts': {}}
+        hosts = set()
         for finding in findings:
             lease_id = (finding.details or {}).get('lease_id')
+            if not lease_id and finding.check in ('broken_promise',
+                                                  'lease_status'):
+                lease_id = finding.subject      # these name the lease
             if not lease_id or lease_id in out['leases']:
                 continue
             try:
@@ -587,7 +592,38 @@ class Walk(object):
                     'event_type', 'time', 'status', 'next_attempt_at',
                     'claimed_by', 'claimed_at', 'attempts', 'last_error')}
                     for e in db_api.event_list(self.case.lease_db,
-                                               lease_id=lease_id)]}
+                                               lease_id=lease_id)],
+                'allocations': [
+                    (a['host'], str(a['start_date']), str(a['end_date']),
+                     a['vcpus'], a['memory_mb'], a['disk_gb'])
+                    for a in db_api.allocation_list(self.case.lease_db,
+                                                    lease_id=lease_id)],
+                'servers': [r.get('resource_id')
+                            for r in lease['reservations']]}
+            hosts.update(a[0] for a in
+                         out['leases'][lease_id]['allocations'])
+        # What runs on the hosts those leases were promised, and what
+        # else is promised there now.
+        now = timeutils.utcnow()
+        for server in self._servers():
+            host = server.get('OS-EXT-SRV-ATTR:hypervisor_hostname')
+            if host in hosts:
+                out['hosts'].setdefault(host, {'servers': [],
+                                               'promised_now': []})
+                out['hosts'][host]['servers'].append(
+                    (server['id'], server['status'],
+                     server['flavor'].get('vcpus'),
+                     (server.get('metadata') or {}).get('lease_id'),
+                     (server.get('fault') or {}).get('message')))
+        for host in hosts:
+            out['hosts'].setdefault(host, {'servers': [],
+                                           'promised_now': []})
+            out['hosts'][host]['promised_now'] = [
+                (a['reservation_id'], str(a['start_date']),
+                 str(a['end_date']), a['vcpus'])
+                for a in db_api.allocation_list(
+                    self.case.lease_db, hosts=[host], start=now,
+                    end=now + datetime.timedelta(seconds=1))]
         return out
 
     def run(self, steps):
