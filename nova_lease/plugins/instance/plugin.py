@@ -246,29 +246,50 @@ class InstancePlugin(base.ComputePlugin):
         LOG.info('Deleting server %(server)s at the end of lease %(lease)s',
                  {'server': server_id, 'lease': lease['id']})
         gate = self._gate(lease, reservation)
-        self._unless_delete_lost(gate, server_id)
-        if gate.delete_server(server_id, why='the lease ends'):
-            self.compute.wait_for_server(server_id, (), self._timeout,
-                                         gone_ok=True, fail_statuses=())
+        why = 'the lease ends'
+        if self._unless_delete_lost(gate, server_id):
+            why += ' (again: Nova lost the delete)'
+        if not gate.delete_server(server_id, why=why):
+            return
+        # While it waits, it looks for a lost delete every
+        # lost_delete_timeout seconds.
+        lost = self.conf.nova_lease_engine.lost_delete_timeout
+        deadline = time.monotonic() + self._timeout
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                self.compute.wait_for_server(
+                    server_id, (), max(0.0, min(left, lost)), gone_ok=True,
+                    fail_statuses=())
+                return
+            except compute.ServerStatusTimeout:
+                if left <= lost:
+                    raise
+            if self._unless_delete_lost(gate, server_id):
+                if not gate.delete_server(
+                        server_id, why='the lease ends (again: Nova lost '
+                        'the delete)'):
+                    return
 
     def _unless_delete_lost(self, gate, server_id):
         """A server ``deleting`` since longer than ``lost_delete_timeout``:
         Nova lost that delete (nova-api died after setting the task state
         and before its cast; the fault drill found it) and ignores every
-        later one. Reset its state, so that the delete goes through.
+        later one. Reset its state, so that the delete goes through; True
+        if it did.
         """
         try:
             server = self.compute.get_server(server_id)
         except compute.ServerNotFound:
-            return
+            return False
         if server.get('OS-EXT-STS:task_state') != 'deleting':
-            return
+            return False
         updated = timeutils.normalize_time(
             timeutils.parse_isotime(server['updated']))
         timeout = self.conf.nova_lease_engine.lost_delete_timeout
         if timeutils.utcnow() - updated < datetime.timedelta(
                 seconds=timeout):
-            return      # a delete under way: wait for it
+            return False      # a delete under way: wait for it
         LOG.warning('Server %(server)s is deleting since %(since)s, longer '
                     'than lost_delete_timeout (%(timeout)d s): Nova lost '
                     'that delete; resetting its state to delete it again',
@@ -277,6 +298,7 @@ class InstancePlugin(base.ComputePlugin):
         gate.reset_server_state(
             server_id, why='its delete was lost: deleting since %s'
             % server['updated'])
+        return True
 
     def _shelve(self, lease, reservation):
         server_id = self._server_id(lease, reservation)
