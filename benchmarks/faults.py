@@ -98,7 +98,10 @@ delete (nova-api died after setting task_state ``deleting`` and before
 its cast reached RabbitMQ; Nova ignores every later delete of such a
 server): the engine now resets the state of a server deleting for longer
 than ``[nova_lease_engine] lost_delete_timeout`` (60 s in the split
-sandbox) and deletes it again.
+sandbox) and deletes it again. It still loses events: an unshelve lost
+the same way leaves the server ``unshelving`` for good, Nova refuses every
+later unshelve (409) and has no API to clear it (see
+doc/source/install/sandbox.rst).
 
 Needs MariaDB (root, no password) and RabbitMQ (guest, rabbitmqctl) on
 127.0.0.1::
