@@ -615,9 +615,27 @@ class Walk(object):
                      server['flavor'].get('vcpus'),
                      (server.get('metadata') or {}).get('lease_id'),
                      (server.get('fault') or {}).get('message')))
+        lease_servers = {sid for lease in out['leases'].values() if lease
+                         for sid in lease['servers'] if sid}
+        for server in self._servers():
+            if server['id'] in lease_servers:
+                out.setdefault('lease_servers', {})[server['id']] = {
+                    'status': server['status'],
+                    'task_state': server.get('OS-EXT-STS:task_state'),
+                    'host': server.get('OS-EXT-SRV-ATTR:host'),
+                    'fault': (server.get('fault') or {}).get('message'),
+                    'metadata': server.get('metadata')}
+        services = {s['host']: (s['status'], s['state'],
+                                s.get('disabled_reason'))
+                    for s in self.case.admin_api.get_services(
+                        binary='nova-compute')}
+        registered = {h['hypervisor_hostname']
+                      for h in db_api.host_list(self.case.lease_db)}
         for host in hosts:
             out['hosts'].setdefault(host, {'servers': [],
                                            'promised_now': []})
+            out['hosts'][host]['service'] = services.get(host)
+            out['hosts'][host]['registered'] = host in registered
             out['hosts'][host]['promised_now'] = [
                 (a['reservation_id'], str(a['start_date']),
                  str(a['end_date']), a['vcpus'])
