@@ -570,6 +570,10 @@ class Walk(object):
                'hosts': {}}
         hosts = set()
         for finding in findings:
+            if finding.check == 'overcommit':
+                hosts.add(finding.subject)      # it names the host
+                out['holders'] = (finding.details or {}).get('holders')
+                continue
             lease_id = (finding.details or {}).get('lease_id')
             if not lease_id and finding.check in ('broken_promise',
                                                   'lease_status'):
