@@ -28,9 +28,8 @@ One loop thread per :class:`Engine`:
    slow returns a Wait, and the observer (nova_lease.periodic.observer)
    resumes the job when its server is ready, without holding a worker;
 5. sleeps until the next due event, at most ``engine_max_sleep``, or until
-   woken: by a finished action, :meth:`Engine.wake` (e.g.
-   :func:`wake_all` after a lease is created in this process, or a test
-   clock that moved), :meth:`Engine.stop`, or a probe of the database
+   woken: by a finished action, :meth:`Engine.wake` (e.g. a test clock
+   that moved), :meth:`Engine.stop`, or a probe of the database
    (every ``engine_probe_interval``, :func:`db.api.engine_probe`) that
    shows events created or moved by another process (nova-api) since
    the engine last looked.
@@ -92,12 +91,6 @@ from nova_lease.plugins import base as plugin_base
 LOG = logging.getLogger(__name__)
 
 _ENGINES = weakref.WeakSet()
-
-
-def wake_all():
-    """Wake every engine of this process (e.g. a lease was just created)."""
-    for engine in list(_ENGINES):
-        engine.wake()
 
 
 def server_changed(server_id=None, server=None):

@@ -67,14 +67,6 @@ def _get_visible_lease(ctx, lease_id, rule):
     return lease
 
 
-def _wake_engines():
-    try:
-        from nova_lease.periodic import engine
-    except ImportError:  # pragma: no cover
-        return
-    engine.wake_all()
-
-
 def _all_projects(req):
     """``all_projects`` (or ``all_tenants``) as asked: True, False, or
     None when not given.
@@ -189,8 +181,6 @@ def create_lease(req, ctx, body):
              {'id': lease['id'], 'name': lease['name'],
               'project': ctx.project_id, 'start': params.start,
               'end': params.end})
-    if params.start_now:
-        _wake_engines()
     return 201, {'lease': views.format_lease(lease)}
 
 
@@ -224,7 +214,6 @@ def update_lease(req, ctx, lease_id, body):
                                  hint='; retry in a moment')
     if updates:
         pipeline.after_change(common.caller(ctx), lease, updates)
-    _wake_engines()
     return 200, {'lease': views.format_lease(lease)}
 
 
@@ -240,12 +229,10 @@ def delete_lease(req, ctx, lease_id):
     """
     _get_visible_lease(ctx, lease_id, lease_policies.DELETE)
     try:
-        done = pipeline.delete(common.db(), common.CONF, lease_id,
-                               common.now())
+        pipeline.delete(common.db(), common.CONF, lease_id,
+                        common.now())
     except db_api.StatusConflict as e:
         raise pipeline.LeaseBusy(lease_id=lease_id, status=e.actual,
                                  action='deleting it',
                                  hint='; retry in a moment')
-    if done == 'ending':
-        _wake_engines()
     return 204, None
