@@ -39,11 +39,8 @@ from nova_lease.plugins.host import allocation as host_allocation
 from nova_lease.plugins import types
 from nova_lease.policies import lease as lease_policies
 from nova_lease import policy
-from nova_lease import status
 
 LOG = logging.getLogger(__name__)
-
-_L = status.LeaseStatus
 
 
 def _get_visible_lease(ctx, lease_id, rule):
@@ -165,13 +162,8 @@ def create_lease(req, ctx, body):
         hunt = best_effort.hunter(
             ctx, common.CONF, params.start, host_allocation.booked_end(
                 params.end, opts.cleaning_time))
-    values = {
-        'name': params.name, 'project_id': ctx.project_id,
-        'user_id': ctx.user_id, 'start_date': params.start,
-        'end_date': params.end, 'before_end_date': before_end,
-        'status': str(_L.PENDING), 'on_end': params.on_end,
-        'retries': retries, 'lease_type': lease_type,
-    }
+    values = pipeline.lease_values(params, ctx.project_id, ctx.user_id,
+                                   before_end, lease_type, retries)
     lease = pipeline.create(common.db(), pipeline.Booking(
         conf=common.CONF, values=values, items=items, now=now, hunt=hunt,
         events=lease_events.lease_events(params.start, params.end,
