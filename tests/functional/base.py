@@ -332,6 +332,22 @@ class LeaseFunctionalBase(integrated_helpers._IntegratedTestBase):
 
     # -- helpers ------------------------------------------------------------
 
+    def promise(self, host, start, end, vcpus):
+        """A PENDING instance lease of another project holding ``vcpus``
+        (512 MB, 1 GB) on ``host`` from ``start`` to ``end``: capacity
+        admission control promised, written to the side database.
+        """
+        db_api.lease_create(db_api.get_database(CONF), {
+            'name': 'promise-%s' % host, 'project_id': 'other',
+            'start_date': start, 'end_date': end, 'status': 'PENDING',
+        }, reservations=[{
+            'resource_type': 'virtual:instance', 'status': 'pending',
+            'properties': {'vcpus': vcpus, 'memory_mb': 512, 'disk_gb': 1},
+            'allocations': [{'host': host, 'start_date': start,
+                             'end_date': end, 'vcpus': vcpus,
+                             'memory_mb': 512, 'disk_gb': 1}],
+        }])
+
     def _boot(self, hints=None, name=None, flavor='1', image=None,
               wait='ACTIVE', api=None, networks='none'):
         """Boot one server through the REST API (and the nova_lease filter).

@@ -56,19 +56,6 @@ class _Base(InstanceLeaseTest):
         self._create_flavor(id='big', name='big', vcpu=4, memory_mb=512,
                             disk=1, ephemeral=0)
 
-    def _promise(self, host, vcpus, start, end):
-        """A later lease of another project, holding ``vcpus`` on host."""
-        db_api.lease_create(self.db, {
-            'name': 'promise-%s' % host, 'project_id': 'other',
-            'start_date': start, 'end_date': end, 'status': 'PENDING',
-        }, reservations=[{
-            'resource_type': 'virtual:instance', 'status': 'pending',
-            'properties': {'vcpus': vcpus, 'memory_mb': 512, 'disk_gb': 1},
-            'allocations': [{'host': host, 'start_date': start,
-                             'end_date': end, 'vcpus': vcpus,
-                             'memory_mb': 512, 'disk_gb': 1}],
-        }])
-
     def _ended_lease_server(self):
         """A server whose 30-minute lease ended with on_end=shelve.
 
@@ -121,7 +108,7 @@ class LeftoverHintsTest(_Base):
         # Both hosts are fully promised from in 1.5 hours: only work that
         # ends before then may use them.
         for host in self.COMPUTES:
-            self._promise(host, 4, now + 1.5 * HOUR, now + 4 * HOUR)
+            self.promise(host, now + 1.5 * HOUR, now + 4 * HOUR, 4)
         self.api.post_server_action(server['id'], {'unshelve': None})
         self._wait_for_action_fail_completion(
             server, instance_actions.UNSHELVE, 'schedule_instances')
@@ -141,8 +128,8 @@ class LeftoverHintsTest(_Base):
         host = self._host(server)
         other = (set(self.COMPUTES) - {host}).pop()
         now = self.clock.now
-        self._promise(host, 2, now + 1.5 * HOUR, now + 4 * HOUR)
-        self._promise(other, 4, now + 1.5 * HOUR, now + 4 * HOUR)
+        self.promise(host, now + 1.5 * HOUR, now + 4 * HOUR, 2)
+        self.promise(other, now + 1.5 * HOUR, now + 4 * HOUR, 4)
         return server, host
 
     def test_cold_migration_after_the_end_is_unleased(self):
@@ -167,7 +154,7 @@ class DefaultLeaseLaterTest(_Base):
         host = self._host(server)
         other = (set(self.COMPUTES) - {host}).pop()
         now = self.clock.now
-        self._promise(other, 4, now + 1.5 * HOUR, now + 4 * HOUR)
+        self.promise(other, now + 1.5 * HOUR, now + 4 * HOUR, 4)
         self.flags(default_lease=True, group='nova_lease')
         self.flags(default_lease_duration='1h', group='nova_lease_api')
         # Moved, it stays what it is: unleased, so it does not fit the

@@ -109,19 +109,6 @@ class SchedulerMixin(object):
         return self.admin_api.get_server(server['id'])[
             'OS-EXT-SRV-ATTR:host']
 
-    def _promise(self, host, start, end, vcpus):
-        """An admitted instance lease's allocation (another project)."""
-        db_api.lease_create(db_api.get_database(base.CONF), {
-            'name': 'promise', 'project_id': 'other', 'start_date': start,
-            'end_date': end, 'status': 'PENDING',
-        }, reservations=[{
-            'resource_type': 'virtual:instance', 'status': 'pending',
-            'properties': {'vcpus': vcpus, 'memory_mb': 512, 'disk_gb': 1},
-            'allocations': [{'host': host, 'start_date': start,
-                             'end_date': end, 'vcpus': vcpus,
-                             'memory_mb': 512, 'disk_gb': 1}],
-        }])
-
     def _wait_for_snapshot(self, other_than=None):
         """Until the scheduler holds a snapshot of the side database
         (another one than ``other_than``, by its load time).
@@ -173,7 +160,7 @@ class SchedulerOutageTest(SchedulerMixin,
 
     def test_snapshot_read_before_the_outage(self):
         # 3 of host3's 4 vcpus are promised from T+1h to T+3h.
-        self._promise('host3', self.T + HOUR, self.T + 3 * HOUR, 3)
+        self.promise('host3', self.T + HOUR, self.T + 3 * HOUR, 3)
         self._wait_for_snapshot()
         self.useFixture(SchedulerDatabaseOutage())
 

@@ -228,18 +228,6 @@ class TestWeigherPrefersTightestFit(_Base):
     COMPUTES = {'host1': (4, 8192, 100), 'host2': (4, 8192, 100),
                 'host3': (4, 8192, 100)}
 
-    def _promise(self, host, start, end, vcpus):
-        db_api.lease_create(self.db, {
-            'name': 'promise-%s' % host, 'project_id': 'other',
-            'start_date': start, 'end_date': end, 'status': 'PENDING',
-        }, reservations=[{
-            'resource_type': 'virtual:instance', 'status': 'pending',
-            'properties': {'vcpus': vcpus, 'memory_mb': 512, 'disk_gb': 1},
-            'allocations': [{'host': host, 'start_date': start,
-                             'end_date': end, 'vcpus': vcpus,
-                             'memory_mb': 512, 'disk_gb': 1}],
-        }])
-
     def _place(self, hints, name):
         server = self._boot(hints, name=name, flavor='half')
         host = self._host(server)
@@ -254,8 +242,8 @@ class TestWeigherPrefersTightestFit(_Base):
     def test_leased_work_goes_where_it_fits_tightest(self):
         T = self.T
         # host1 is fully promised from T+1h, host2 from T+3h, host3 never.
-        self._promise('host1', T + HOUR, T + 10 * HOUR, 4)
-        self._promise('host2', T + 3 * HOUR, T + 10 * HOUR, 4)
+        self.promise('host1', T + HOUR, T + 10 * HOUR, 4)
+        self.promise('host2', T + 3 * HOUR, T + 10 * HOUR, 4)
         # Ends 15 min before host1's promise, 2h15 before host2's.
         self.assertEqual('host1', self._place(
             self._hints(T + 45 * MINUTE), 'until-45min'))
@@ -271,8 +259,8 @@ class TestWeigherPrefersTightestFit(_Base):
         T = self.T
         # Half of host1 is promised from T+1h, half of host2 from T+3h:
         # an unleased 2-vcpu server fits every host.
-        self._promise('host1', T + HOUR, T + 10 * HOUR, 2)
-        self._promise('host2', T + 3 * HOUR, T + 10 * HOUR, 2)
+        self.promise('host1', T + HOUR, T + 10 * HOUR, 2)
+        self.promise('host2', T + 3 * HOUR, T + 10 * HOUR, 2)
         self.assertEqual('host3', self._place(None, 'unleased'))
         # With host3 gone from the choice, the later promise wins.
         self.flags(freepool_aggregate='freepool', group='nova_lease')
