@@ -117,6 +117,43 @@ def serve(host, port, app, banner, parent_pid=None):
     return 0
 
 
+class PidFileChild(object):
+    """A child process of the sandbox whose pid is kept in a file.
+
+    The class sets ``self.proc`` (None until :meth:`spawn`),
+    ``self.log_path`` and ``self.pid_path``; :attr:`what` names the
+    child in the log.
+    """
+
+    what = 'the child process'
+
+    def spawn(self, argv, **kwargs):
+        """Start ``argv``, its output appended to the log file, and write
+        its pid file. ``kwargs``: more Popen arguments (``env``, ``cwd``).
+        """
+        with open(self.log_path, 'ab') as log:
+            self.proc = subprocess.Popen(
+                argv, stdout=log, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, **kwargs)
+        with open(self.pid_path, 'w') as f:
+            f.write('%d\n' % self.proc.pid)
+
+    def stop(self, timeout=15.0):
+        """Stop it (:func:`terminate`) and remove its pid file."""
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        terminate(proc, timeout, self.what)
+        try:
+            os.unlink(self.pid_path)
+        except OSError:
+            pass
+
+    @property
+    def pid(self):
+        return self.proc.pid if self.proc else None
+
+
 def terminate(proc, timeout, what):
     """SIGTERM ``proc`` if it runs; SIGKILL it after ``timeout`` seconds."""
     if proc.poll() is not None:

@@ -27,6 +27,7 @@ import tempfile
 import time
 from urllib import request
 
+import fixtures
 import testtools
 
 from nova_lease.sandbox import children
@@ -97,3 +98,29 @@ class StandInsChildTest(testtools.TestCase):
              sys.executable, '-c', 'print("ran")'],
             capture_output=True, text=True, timeout=30)
         self.assertEqual((1, ''), (proc.returncode, proc.stdout))
+
+
+class PidFileChildTest(testtools.TestCase):
+
+    def test_spawn_and_stop(self):
+        tmp = self.useFixture(fixtures.TempDir()).path
+
+        class Sleeper(children.PidFileChild):
+            what = 'the sleeper'
+            log_path = os.path.join(tmp, 'sleeper.log')
+            pid_path = os.path.join(tmp, 'sleeper.pid')
+            proc = None
+
+        child = Sleeper()
+        self.addCleanup(child.stop, 5)
+        self.assertIsNone(child.pid)
+        child.spawn([sys.executable, '-c', 'import time; time.sleep(60)'])
+        proc = child.proc
+        with open(child.pid_path) as f:
+            self.assertEqual('%d\n' % proc.pid, f.read())
+        self.assertEqual(proc.pid, child.pid)
+        child.stop(5)
+        self.assertEqual(-signal.SIGTERM, proc.returncode)
+        self.assertEqual((None, None), (child.proc, child.pid))
+        self.assertFalse(os.path.exists(child.pid_path))
+        child.stop(5)       # stopped: nothing to do
