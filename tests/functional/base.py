@@ -156,6 +156,10 @@ class LeaseFunctionalBase(integrated_helpers._IntegratedTestBase):
     CLOCK_START = None
     #: Extra options of the [filter:nova_lease] section of api-paste.ini.
     PASTE_FILTER_OPTIONS = None
+    #: Nova's CPU, RAM and disk allocation ratios (and initial ones) for
+    #: the computes; 1.0: a host of N vcpus holds N vcpus. None: Nova's
+    #: defaults (CPU 4.0).
+    ALLOCATION_RATIO = None
 
     def setUp(self):
         _watchdog(self)
@@ -230,6 +234,13 @@ class LeaseFunctionalBase(integrated_helpers._IntegratedTestBase):
         self.useFixture(fixtures.EnvironmentVariable(
             'NOVACLIENT_UUID_CACHE_DIR', os.path.join(tmp, 'novaclient')))
         self._setup_lease_db()
+        if self.ALLOCATION_RATIO is not None:
+            # Before the computes report.
+            for resource in ('cpu', 'ram', 'disk'):
+                self.flags(**{
+                    '%s_allocation_ratio' % resource: self.ALLOCATION_RATIO,
+                    'initial_%s_allocation_ratio' % resource:
+                        self.ALLOCATION_RATIO})
 
         super()._setup_services()
 
