@@ -57,8 +57,10 @@ def launch(argv, log, **kwargs):
         start_new_session=True, **kwargs)
 
 
-class _ThreadingWSGIServer(socketserver.ThreadingMixIn,
-                           simple_server.WSGIServer):
+class ThreadingWSGIServer(socketserver.ThreadingMixIn,
+                          simple_server.WSGIServer):
+    """wsgiref's server, a thread a request (the sandbox's servers)."""
+
     daemon_threads = True
     allow_reuse_address = True
 
@@ -95,7 +97,7 @@ def serve(host, port, app, banner, parent_pid=None):
     it listens. What a child's ``main()`` runs; returns 0.
     """
     server = simple_server.make_server(
-        host, port, app, server_class=_ThreadingWSGIServer,
+        host, port, app, server_class=ThreadingWSGIServer,
         handler_class=_StderrHandler)
 
     def _stop(signum, frame):
