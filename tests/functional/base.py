@@ -34,6 +34,7 @@ from nova.conf import scheduler as nova_scheduler_conf
 from nova import context as nova_context
 from nova import objects
 from nova import test as nova_test
+from nova.tests.functional.api import client as api_client
 from nova.tests.functional import integrated_helpers
 from novaclient import client as nova_client
 from oslo_messaging import opts as oslo_messaging_opts
@@ -358,6 +359,27 @@ class LeaseFunctionalBase(integrated_helpers._IntegratedTestBase):
                              'end_date': end, 'vcpus': vcpus,
                              'memory_mb': 512, 'disk_gb': 1}],
         }])
+
+    def move_fails(self, server, action, body, api=None):
+        """A resize or cold migration (``body``, instance action
+        ``action``) ends in NoValidHost; the server stays ACTIVE where it
+        was. Returns the server.
+        """
+        where = self.admin_api.get_server(server['id'])[
+            'OS-EXT-SRV-ATTR:host']
+        # The harness runs RPC casts as calls, so conductor's NoValidHost
+        # reaches the API (a 500 here; a deployment answers 202 and
+        # records the failed action, as here too).
+        error = self.assertRaises(
+            api_client.OpenStackApiException,
+            (api or self.admin_api).post_server_action, server['id'], body)
+        self.assertIn('NoValidHost', str(error))
+        self._assert_resize_migrate_action_fail(server, action,
+                                                'NoValidHost')
+        server = self._wait_for_server_parameter(
+            server, {'status': 'ACTIVE', 'OS-EXT-STS:task_state': None})
+        self.assertEqual(where, server['OS-EXT-SRV-ATTR:host'])
+        return server
 
     def _boot(self, hints=None, name=None, flavor='1', image=None,
               wait='ACTIVE', api=None, networks='none'):

@@ -26,7 +26,6 @@ put them.
 import datetime
 
 from nova.compute import instance_actions
-from nova.tests.functional.api import client as api_client
 from oslo_serialization import jsonutils
 
 from nova_lease.db import api as db_api
@@ -76,25 +75,6 @@ class _Base(InstanceLeaseTest):
         return self.admin_api.get_server(server['id'])[
             'OS-EXT-SRV-ATTR:host']
 
-    def _move_fails(self, server, action, body, api=None):
-        """A resize or cold migration ends in NoValidHost; the server
-        stays ACTIVE where it was. Returns the server.
-        """
-        where = self._host(server)
-        # The harness runs RPC casts as calls, so conductor's NoValidHost
-        # reaches the API (a 500 here; a deployment answers 202 and
-        # records the failed action, as here too).
-        error = self.assertRaises(
-            api_client.OpenStackApiException,
-            (api or self.admin_api).post_server_action, server['id'], body)
-        self.assertIn('NoValidHost', str(error))
-        self._assert_resize_migrate_action_fail(server, action,
-                                                'NoValidHost')
-        server = self._wait_for_server_parameter(
-            server, {'status': 'ACTIVE', 'OS-EXT-STS:task_state': None})
-        self.assertEqual(where, server['OS-EXT-SRV-ATTR:host'])
-        return server
-
 
 class LeftoverHintsTest(_Base):
 
@@ -130,14 +110,14 @@ class LeftoverHintsTest(_Base):
 
     def test_cold_migration_after_the_end_is_unleased(self):
         server, host = self._running_after_the_end()
-        self._move_fails(server, instance_actions.MIGRATE, {'migrate': None})
+        self.move_fails(server, instance_actions.MIGRATE, {'migrate': None})
 
     def test_resize_after_the_end_is_unleased(self):
         self.flags(allow_resize_to_same_host=False)
         server, host = self._running_after_the_end()
-        server = self._move_fails(server, instance_actions.RESIZE,
-                                  {'resize': {'flavorRef': 'big'}},
-                                  api=self.api)
+        server = self.move_fails(server, instance_actions.RESIZE,
+                                 {'resize': {'flavorRef': 'big'}},
+                                 api=self.api)
         self.assertEqual('half', server['flavor']['original_name'])
 
 
@@ -155,6 +135,6 @@ class DefaultLeaseLaterTest(_Base):
         self.flags(default_lease_duration='1h', group='nova_lease_api')
         # Moved, it stays what it is: unleased, so it does not fit the
         # other host, whose capacity is promised from in 1.5 hours.
-        self._move_fails(server, instance_actions.MIGRATE, {'migrate': None})
+        self.move_fails(server, instance_actions.MIGRATE, {'migrate': None})
         self.assertEqual([], db_api.lease_list(
             self.db, project_id=self.api.project_id))
