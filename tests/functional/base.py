@@ -409,7 +409,14 @@ class LeaseFunctionalBase(integrated_helpers._IntegratedTestBase):
     def nova_cli_result(self, *args, user='fake', project_id=None,
                         version=NOVACLIENT_VERSION):
         """Run ``nova <args>`` in process; return a CLIResult."""
-        argv = [
+        return lease_fixtures.run_nova_cli(
+            self._cli_auth(user, project_id) +
+            ['--os-compute-api-version', version] +
+            [str(arg) for arg in args])
+
+    def _cli_auth(self, user, project_id):
+        """The options that authenticate a client CLI as ``user``."""
+        return [
             '--os-auth-type', 'password',
             '--os-auth-url', self.keystone.auth_url,
             '--os-username', user,
@@ -418,9 +425,18 @@ class LeaseFunctionalBase(integrated_helpers._IntegratedTestBase):
             '--os-project-id', project_id or self.api.project_id,
             '--os-project-domain-id', self.keystone.DOMAIN_ID,
             '--os-region-name', self.keystone.REGION,
-            '--os-compute-api-version', version,
-        ] + [str(arg) for arg in args]
-        return lease_fixtures.run_nova_cli(argv)
+        ]
+
+    def _cli_exit(self, cli, args, result, expect_exit):
+        """Fail the test unless ``result`` exited ``expect_exit``;
+        return its standard output.
+        """
+        if result.exit_code != expect_exit:
+            self.fail('%s %s exited %s (expected %s)\nstdout:\n%s\n'
+                      'stderr:\n%s' % (cli, ' '.join(map(str, args)),
+                                       result.exit_code, expect_exit,
+                                       result.stdout, result.stderr))
+        return result.stdout
 
     def nova_cli(self, *args, expect_exit=0, **kwargs):
         """Run ``nova <args>`` in process; return its standard output.
@@ -428,13 +444,9 @@ class LeaseFunctionalBase(integrated_helpers._IntegratedTestBase):
         Fails the test if the exit code is not ``expect_exit``. Keyword
         arguments are those of :meth:`nova_cli_result`.
         """
-        result = self.nova_cli_result(*args, **kwargs)
-        if result.exit_code != expect_exit:
-            self.fail('nova %s exited %s (expected %s)\nstdout:\n%s\n'
-                      'stderr:\n%s' % (' '.join(map(str, args)),
-                                       result.exit_code, expect_exit,
-                                       result.stdout, result.stderr))
-        return result.stdout
+        return self._cli_exit('nova', args,
+                              self.nova_cli_result(*args, **kwargs),
+                              expect_exit)
 
     def openstack_cli(self, *args, user='fake', project_id=None,
                       expect_exit=0):
@@ -442,23 +454,9 @@ class LeaseFunctionalBase(integrated_helpers._IntegratedTestBase):
         ``user``; return its standard output (fails the test on another
         exit code).
         """
-        argv = [
-            '--os-auth-type', 'password',
-            '--os-auth-url', self.keystone.auth_url,
-            '--os-username', user,
-            '--os-password', self.keystone.PASSWORD,
-            '--os-user-domain-id', self.keystone.DOMAIN_ID,
-            '--os-project-id', project_id or self.api.project_id,
-            '--os-project-domain-id', self.keystone.DOMAIN_ID,
-            '--os-region-name', self.keystone.REGION,
-        ] + [str(arg) for arg in args]
-        result = lease_fixtures.run_openstack_cli(argv)
-        if result.exit_code != expect_exit:
-            self.fail('openstack %s exited %s (expected %s)\nstdout:\n%s\n'
-                      'stderr:\n%s' % (' '.join(map(str, args)),
-                                       result.exit_code, expect_exit,
-                                       result.stdout, result.stderr))
-        return result.stdout
+        result = lease_fixtures.run_openstack_cli(
+            self._cli_auth(user, project_id) + [str(arg) for arg in args])
+        return self._cli_exit('openstack', args, result, expect_exit)
 
     def engine_conf(self, **options):
         """The engine's ConfigOpts, as nova-lease-engine builds it.
