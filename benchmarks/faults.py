@@ -594,6 +594,22 @@ def _ahead(seconds):
 quick_overlap = False
 
 
+def _towards_the_end(drill, quick, start, after, before):
+    """Wait towards the end of a phase's leases (started at ``start``,
+    ``LEASE_SECONDS`` long). The full drill: until ``before`` seconds
+    before it, and True (its fault at the ends comes next). The quick
+    drill: until ``after`` seconds past it (at once with --overlap), and
+    False (no fault at the ends).
+    """
+    end = start + datetime.timedelta(seconds=LEASE_SECONDS)
+    if quick:
+        if not quick_overlap:
+            drill.wait_until(end + datetime.timedelta(seconds=after))
+        return False
+    drill.wait_until(end - datetime.timedelta(seconds=before))
+    return True
+
+
 def phase_engine_kills(drill, quick):
     """Faults 1 and 2: four instance leases start together; the engine
     that runs one of the starts is killed; then the same at their ends.
@@ -604,13 +620,8 @@ def phase_engine_kills(drill, quick):
         drill.boot_leased(name, start)
     drill.wait_until(start - datetime.timedelta(seconds=2))
     drill.kill_claimer('engine_kill_mid_start', names, 'start_lease', 40)
-    end = start + datetime.timedelta(seconds=LEASE_SECONDS)
-    if quick:
-        if not quick_overlap:
-            drill.wait_until(end + datetime.timedelta(seconds=10))
-        return
-    drill.wait_until(end - datetime.timedelta(seconds=2))
-    drill.kill_claimer('engine_kill_mid_end', names, 'end_lease', 40)
+    if _towards_the_end(drill, quick, start, after=10, before=2):
+        drill.kill_claimer('engine_kill_mid_end', names, 'end_lease', 40)
 
 
 def phase_cuts(drill, quick):
@@ -626,13 +637,8 @@ def phase_cuts(drill, quick):
     drill.host_lease('drill-host-c', start + datetime.timedelta(seconds=2))
     drill.wait_until(start - datetime.timedelta(seconds=3))
     drill.cut('rabbitmq_cut', 'rabbit')
-    end = start + datetime.timedelta(seconds=LEASE_SECONDS)
-    if quick:
-        if not quick_overlap:
-            drill.wait_until(end + datetime.timedelta(seconds=15))
-        return
-    drill.wait_until(end - datetime.timedelta(seconds=3))
-    drill.cut('mariadb_cut', 'mysql')
+    if _towards_the_end(drill, quick, start, after=15, before=3):
+        drill.cut('mariadb_cut', 'mysql')
 
 
 def phase_api_worker(drill, quick):

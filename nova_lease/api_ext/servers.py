@@ -333,16 +333,8 @@ class ServerCreate(object):
                   'project': lease['project_id'],
                   'start': lease['start_date'], 'end': lease['end_date'],
                   'servers': ', '.join(server_ids)})
-        self._after_create(lease)
-        return resp
-
-    def _after_create(self, lease):
         self._notify(notifications.CREATE, lease)
-        try:
-            from nova_lease.periodic import engine as lease_engine
-            lease_engine.wake_all()     # an engine in this process
-        except Exception:
-            LOG.debug('No engine to wake', exc_info=True)
+        return resp
 
     def _undo(self, lease_id):
         try:

@@ -115,6 +115,22 @@ class Booking:
         return self.values['end_date']
 
 
+def lease_values(params, project_id, user_id, before_end, lease_type,
+                 retries):
+    """The columns of a new PENDING lease (:attr:`Booking.values`) asked
+    with ``params`` (nova_lease.params.LeaseParams) by ``user_id`` of
+    ``project_id``; ``before_end``, ``lease_type`` and ``retries`` as
+    the options make them of ``params``.
+    """
+    return {
+        'name': params.name, 'project_id': project_id, 'user_id': user_id,
+        'start_date': params.start, 'end_date': params.end,
+        'before_end_date': before_end, 'status': str(_L.PENDING),
+        'on_end': params.on_end, 'retries': retries,
+        'lease_type': lease_type,
+    }
+
+
 def _attempt(booking):
     """A fresh copy of ``booking`` for one attempt of the transaction (a
     deadlock retries it from the start).

@@ -132,7 +132,8 @@ def start_compute_hook(conf, engine, notifier=None, transport=None):
     The hook (nova_lease.compute_hook) listens to Nova's versioned
     instance notifications and runs its reconcile pass every
     ``[nova_lease_engine] reconcile_interval`` seconds; it shares the engine's
-    database and the virtual:instance plugin's compute client. A failure
+    database and the virtual:instance plugin's compute client, and tells
+    the engine of each server a notification shows changed. A failure
     to start it is logged: the engine runs anyway.
     """
     from nova_lease.compute_hook import service as hook_service
@@ -142,7 +143,8 @@ def start_compute_hook(conf, engine, notifier=None, transport=None):
         return hook_service.start(
             conf, db=engine.db, notifier=notifier, transport=transport,
             compute_client=(plugin.hook_client() if plugin is not None
-                            else None))
+                            else None),
+            on_server_change=engine.observe_now)
     except Exception:
         LOG.exception('The compute hook could not start; leased servers '
                       'are not shelved before their lease starts')

@@ -32,7 +32,11 @@ It runs in nova-lease-engine and acts on Nova through
   - ``instance.delete.end`` of a leased server: its reservation is marked
     deleted, and a lease left without servers ends early (TERMINATED, its
     events cancelled), see
-    :func:`nova_lease.plugins.instance.leases.instance_deleted`.
+    :func:`nova_lease.plugins.instance.leases.instance_deleted`;
+  - every notification it hears is also passed on to the hook's
+    ``on_server_change`` (nova-lease-engine: its engine's
+    ``observe_now``), so that a start waiting for that server looks at
+    once instead of at its next poll.
 
 * :func:`reconcile`, a pass the engine runs every ``[nova_lease_engine]
   reconcile_interval`` seconds: it repairs what a lost (or never sent)
@@ -107,12 +111,17 @@ class ComputeHook(object):
 
     Thread-safe. ``compute`` defaults to ``ComputeClient.from_conf(conf)``
     (built on first use), ``db`` to ``db_api.get_database(conf)``.
+    ``on_server_change(server_id, server)``: told of every server a
+    notification shows changed (``server``: as the notification shows
+    it, see :func:`server_of_payload`), or None.
     """
 
-    def __init__(self, conf, db=None, compute_client=None, notifier=None):
+    def __init__(self, conf, db=None, compute_client=None, notifier=None,
+                 on_server_change=None):
         self.conf = conf
         self.db = db if db is not None else db_api.get_database(conf)
         self.notifier = notifier
+        self.on_server_change = on_server_change
         self._compute = compute_client
         self._lock = threading.Lock()
 
@@ -335,11 +344,11 @@ class InstanceEndpoint(object):
         data = _payload_data(payload)
         LOG.debug('Compute hook: %(type)s of server %(server)s received',
                   {'type': event_type, 'server': data.get('uuid')})
-        # An engine of this process may be waiting for this server (a
-        # start it issued): it looks now instead of at its next poll.
-        from nova_lease.periodic import engine as lease_engine
-        lease_engine.server_changed(data.get('uuid'),
-                                    server_of_payload(data))
+        # The engine may be waiting for this server (a start it issued):
+        # it looks now instead of at its next poll.
+        if self.hook.on_server_change is not None:
+            self.hook.on_server_change(data.get('uuid'),
+                                       server_of_payload(data))
         try:
             if event_type == CREATE_END:
                 self.hook.instance_created(data)

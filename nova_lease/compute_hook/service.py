@@ -38,7 +38,7 @@ def notifications_configured(conf):
 
 
 def start(conf, db=None, compute_client=None, notifier=None,
-          transport=None, listen=None):
+          transport=None, listen=None, on_server_change=None):
     """Start the compute hook; return ``stop()``.
 
     :param conf: the engine's ConfigOpts ([nova_lease],
@@ -47,10 +47,13 @@ def start(conf, db=None, compute_client=None, notifier=None,
     :param transport: the notification transport (default: from conf).
     :param listen: True/False to start the listener or not; None (the
         default): when :func:`notifications_configured`.
+    :param on_server_change: told of every server a notification shows
+        changed (see :class:`~nova_lease.compute_hook.hook.ComputeHook`).
     """
     hook = compute_hook.ComputeHook(conf, db=db,
                                     compute_client=compute_client,
-                                    notifier=notifier)
+                                    notifier=notifier,
+                                    on_server_change=on_server_change)
     listener = None
     if listen is None:
         listen = transport is not None or notifications_configured(conf)

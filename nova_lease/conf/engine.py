@@ -82,8 +82,7 @@ at the database.
 The engine sleeps until its next due event, and no longer than this. While
 it sleeps, it probes the database every engine_probe_interval seconds for
 events that other processes (nova-api) created or moved meanwhile, so that
-they start on time; leases created in the engine's own process wake it at
-once. This bound is a safety net.
+they start on time. This bound is a safety net.
 
 It is also the period of the batched poll of the servers that starts wait
 for, while Nova's versioned notifications reach the engine (each server is

@@ -28,9 +28,8 @@ One loop thread per :class:`Engine`:
    slow returns a Wait, and the observer (nova_lease.periodic.observer)
    resumes the job when its server is ready, without holding a worker;
 5. sleeps until the next due event, at most ``engine_max_sleep``, or until
-   woken: by a finished action, :meth:`Engine.wake` (e.g.
-   :func:`wake_all` after a lease is created in this process, or a test
-   clock that moved), :meth:`Engine.stop`, or a probe of the database
+   woken: by a finished action, :meth:`Engine.wake` (e.g. a test clock
+   that moved), :meth:`Engine.stop`, or a probe of the database
    (every ``engine_probe_interval``, :func:`db.api.engine_probe`) that
    shows events created or moved by another process (nova-api) since
    the engine last looked.
@@ -73,7 +72,6 @@ import os
 import socket
 import threading
 import time
-import weakref
 
 from oslo_log import log as logging
 from oslo_utils import timeutils
@@ -90,25 +88,6 @@ from nova_lease.periodic import observer
 from nova_lease.plugins import base as plugin_base
 
 LOG = logging.getLogger(__name__)
-
-_ENGINES = weakref.WeakSet()
-
-
-def wake_all():
-    """Wake every engine of this process (e.g. a lease was just created)."""
-    for engine in list(_ENGINES):
-        engine.wake()
-
-
-def server_changed(server_id=None, server=None):
-    """A server changed (a versioned notification): engines of this
-    process that wait for a server look at once instead of at their next
-    poll. ``server``: the server as the notification shows it (a dict as
-    the compute API shows a server, with ``status`` and
-    ``OS-EXT-STS:task_state``), or None.
-    """
-    for engine in list(_ENGINES):
-        engine.observe_now(server_id, server)
 
 
 def check_options(conf):
@@ -195,7 +174,6 @@ class Engine(claiming.ClaimingMixin, actions.ActionsMixin):
         self.liveness = liveness.Liveness(self)
         # The idle-host action (a thread of its own while run() runs).
         self.idle_hosts = idle.IdleHosts(self)
-        _ENGINES.add(self)
 
     def __repr__(self):
         return '<Engine %s>' % self.engine_id
@@ -438,7 +416,6 @@ class Engine(claiming.ClaimingMixin, actions.ActionsMixin):
             if self._shutting_down:
                 return
             self._shutting_down = True
-        _ENGINES.discard(self)
         with self._lock:
             for job in self._jobs.values():
                 if job.state == 'queued':

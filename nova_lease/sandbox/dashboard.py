@@ -201,8 +201,10 @@ def install(python):
     return horizon
 
 
-class Dashboard(object):
+class Dashboard(children.PidFileChild):
     """Horizon as a child process of the sandbox."""
+
+    what = 'the dashboard'
 
     def __init__(self, state_dir, port, keystone_url, python=None):
         self.state_dir = state_dir
@@ -244,17 +246,9 @@ class Dashboard(object):
             ENV_HOST: HOST,
             'PYTHONUNBUFFERED': '1',
         })
-        log = open(self.log_path, 'ab')
-        try:
-            self.proc = subprocess.Popen(
-                [self.python, '-c', _RUN, str(os.getpid()),
-                 '%s:%d' % (HOST, self.port), self.state_dir],
-                stdout=log, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, env=env, cwd=self.dir)
-        finally:
-            log.close()
-        with open(self.pid_path, 'w') as f:
-            f.write('%d\n' % self.proc.pid)
+        self.spawn([self.python, '-c', _RUN, str(os.getpid()),
+                    '%s:%d' % (HOST, self.port), self.state_dir],
+                   env=env, cwd=self.dir)
 
     def wait_ready(self, timeout=300.0):
         """Wait until the login page answers 200 (the first answer
@@ -280,17 +274,3 @@ class Dashboard(object):
                 raise DashboardError('the dashboard did not answer on %s '
                                      'within %d s' % (url, timeout))
             time.sleep(0.5)
-
-    def stop(self, timeout=15.0):
-        proc, self.proc = self.proc, None
-        if proc is None:
-            return
-        children.terminate(proc, timeout, 'the dashboard')
-        try:
-            os.unlink(self.pid_path)
-        except OSError:
-            pass
-
-    @property
-    def pid(self):
-        return self.proc.pid if self.proc else None

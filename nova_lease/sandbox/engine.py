@@ -47,7 +47,6 @@ import os
 import re
 import shutil
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -73,20 +72,6 @@ SHUTDOWN_TIMEOUT = 10
 
 #: What the engine logs once its loop runs (nova_lease.periodic.engine).
 _STARTED = re.compile(r'Lease engine (\S+) started')
-
-# Runs in the child before it becomes nova-lease-engine (execv keeps the
-# pid and the death signal): SIGTERM when the sandbox thread that started
-# it is gone, so that an engine never outlives its sandbox.
-_LAUNCHER = """\
-import ctypes, os, signal, sys
-try:
-    ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))
-except Exception:
-    pass
-if os.getppid() != int(sys.argv[1]):
-    sys.exit(1)
-os.execv(sys.argv[2], sys.argv[2:])
-"""
 
 
 class EngineError(Exception):
@@ -255,15 +240,11 @@ class EngineProcess(object):
             log.write(('--- nova-lease-sandbox: starting %s (start %d)\n'
                        % (SCRIPT, self.starts)).encode())
             log.flush()
-            proc = subprocess.Popen(
-                [sys.executable, '-c', _LAUNCHER, str(os.getpid()),
-                 self._script, '--config-file', self.conf_path] +
-                self.extra_args,
-                stdout=log, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                # Not in the terminal's process group: Ctrl-C reaches the
-                # sandbox, which then stops the engine itself.
-                start_new_session=True)
+            # Ends with the sandbox; Ctrl-C reaches the sandbox, which
+            # then stops the engine itself.
+            proc = children.launch(
+                [self._script, '--config-file', self.conf_path] +
+                self.extra_args, log)
         self.proc = proc
         with open(self.pid_path, 'w') as f:
             f.write('%d\n' % proc.pid)

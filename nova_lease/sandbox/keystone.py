@@ -98,8 +98,10 @@ class KeystoneError(Exception):
     pass
 
 
-class Keystone(object):
+class Keystone(children.PidFileChild):
     """Set up, start, configure and stop the sandbox's Keystone."""
+
+    what = 'keystone'
 
     def __init__(self, state_dir, port, nova_port, passwords,
                  catalog=None, service_users=('nova',), connection=None):
@@ -202,18 +204,10 @@ class Keystone(object):
     # -- process -----------------------------------------------------------
 
     def start(self):
-        log = open(self.log_path, 'ab')
-        try:
-            self.proc = subprocess.Popen(
-                [sys.executable, '-m', 'nova_lease.sandbox.keystone_server',
-                 '--config-file', self.conf_path, '--host', HOST,
-                 '--port', str(self.port), '--parent-pid', str(os.getpid())],
-                stdout=log, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL)
-        finally:
-            log.close()
-        with open(self.pid_path, 'w') as f:
-            f.write('%d\n' % self.proc.pid)
+        self.spawn(
+            [sys.executable, '-m', 'nova_lease.sandbox.keystone_server',
+             '--config-file', self.conf_path, '--host', HOST,
+             '--port', str(self.port), '--parent-pid', str(os.getpid())])
 
     def wait_ready(self, timeout=60.0):
         sess = ks_session.Session()
@@ -234,20 +228,6 @@ class Keystone(object):
                 raise KeystoneError('keystone did not answer on %s within '
                                     '%d s' % (self.url, timeout))
             time.sleep(0.2)
-
-    def stop(self, timeout=15.0):
-        proc, self.proc = self.proc, None
-        if proc is None:
-            return
-        children.terminate(proc, timeout, 'keystone')
-        try:
-            os.unlink(self.pid_path)
-        except OSError:
-            pass
-
-    @property
-    def pid(self):
-        return self.proc.pid if self.proc else None
 
     # -- projects, users, roles, catalog ------------------------------------
 

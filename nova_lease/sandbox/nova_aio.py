@@ -40,7 +40,6 @@ nova-lease-engine, which runs as a process of its own
 import configparser
 import os
 import shutil
-import socketserver
 import threading
 from unittest import mock
 from wsgiref import simple_server
@@ -50,6 +49,7 @@ from importlib import metadata
 from oslo_config import cfg
 from oslo_log import log as logging
 
+from nova_lease.sandbox import children
 from nova_lease.sandbox import devstack
 from nova_lease.sandbox import engine
 from nova_lease.sandbox import images
@@ -251,12 +251,6 @@ def write_nova_conf(path, nova_dir, keystone_url, passwords,
                              '%s = %s' % (key, item))
     with open(path, 'w') as f:
         f.write('\n'.join(lines) + '\n')
-
-
-class _ThreadingWSGIServer(socketserver.ThreadingMixIn,
-                           simple_server.WSGIServer):
-    daemon_threads = True
-    allow_reuse_address = True
 
 
 class _LogHandler(simple_server.WSGIRequestHandler):
@@ -480,7 +474,7 @@ class NovaAllInOne(fixtures.Fixture):
         app = images.mount(app, placement_edge.app(
             self.placement.endpoint), prefix=placement_edge.PREFIX)
         self._server = simple_server.make_server(
-            HOST, self.port, app, server_class=_ThreadingWSGIServer,
+            HOST, self.port, app, server_class=children.ThreadingWSGIServer,
             handler_class=_LogHandler)
         self._serve(self._server, 'nova-api')
         if self.devstack_port is not None:
@@ -489,7 +483,7 @@ class NovaAllInOne(fixtures.Fixture):
                           % (HOST, self.devstack_port))
             self._serve(simple_server.make_server(
                 HOST, self.devstack_port, devstack.DevStackLayout(app),
-                server_class=_ThreadingWSGIServer,
+                server_class=children.ThreadingWSGIServer,
                 handler_class=_LogHandler), 'devstack-layout')
 
     def _serve(self, server, name):

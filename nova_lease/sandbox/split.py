@@ -58,6 +58,7 @@ import time
 
 from oslo_log import log as logging
 
+from nova_lease.sandbox import children
 from nova_lease.sandbox import engine as engine_proc
 from nova_lease.sandbox import guide
 from nova_lease.sandbox import keystone as ks
@@ -289,9 +290,9 @@ class Child(object):
     """One child process of its own process group, its output in a log.
 
     It gets SIGTERM from the kernel when the sandbox dies
-    (``PR_SET_PDEATHSIG``, see :mod:`nova_lease.sandbox.engine`); it is
-    stopped with SIGTERM to its whole group (a gunicorn master and its
-    workers), then SIGKILL.
+    (``PR_SET_PDEATHSIG``, see :func:`nova_lease.sandbox.children.launch`);
+    it is stopped with SIGTERM to its whole group (a gunicorn master and
+    its workers), then SIGKILL.
     """
 
     def __init__(self, name, argv, log_path, env=None, cwd=None):
@@ -304,12 +305,8 @@ class Child(object):
 
     def start(self):
         with open(self.log_path, 'ab') as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, '-c', engine_proc._LAUNCHER,
-                 str(os.getpid())] + self.argv,
-                stdout=log, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, env=self.env, cwd=self.cwd,
-                start_new_session=True)
+            self.proc = children.launch(self.argv, log, env=self.env,
+                                        cwd=self.cwd)
         return self
 
     @property

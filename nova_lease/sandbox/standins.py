@@ -27,19 +27,13 @@ Nova's processes and the clients find both through Keystone's catalog
 stand-ins' log file), to see what a Nova process asked for.
 """
 
-import argparse
 import json
-import os
-import signal
-import socketserver
 import sys
-import threading
-import time
-from wsgiref import simple_server
 
 import webob
 import webob.dec
 
+from nova_lease.sandbox import children
 from nova_lease.sandbox import images
 
 #: The stand-in's image (Nova's own test image, as the all-in-one
@@ -124,49 +118,14 @@ class StandIns(object):
         return [b'not found\n']
 
 
-class _Server(socketserver.ThreadingMixIn, simple_server.WSGIServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-
-class _Handler(simple_server.WSGIRequestHandler):
-    def log_message(self, fmt, *args):
-        sys.stderr.write('%s %s\n' % (self.address_string(), fmt % args))
-        sys.stderr.flush()
-
-
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog='nova-lease-sandbox-standins')
-    parser.add_argument('--host', default='127.0.0.1')
-    parser.add_argument('--port', type=int, required=True)
-    parser.add_argument('--parent-pid', type=int, default=None)
-    args = parser.parse_args(argv)
-    server = simple_server.make_server(args.host, args.port, StandIns(),
-                                       server_class=_Server,
-                                       handler_class=_Handler)
-
-    def _stop(signum, frame):
-        threading.Thread(target=server.shutdown, daemon=True).start()
-
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
-
-    def _watch_parent():
-        while os.getppid() == args.parent_pid:
-            time.sleep(1.0)
-        server.shutdown()
-
-    if args.parent_pid:
-        threading.Thread(target=_watch_parent, daemon=True).start()
-    sys.stderr.write('glance and neutron stand-ins on http://%s:%d%s and '
-                     '%s\n' % (args.host, args.port, IMAGE_PREFIX,
-                               NETWORK_PREFIX))
-    sys.stderr.flush()
-    try:
-        server.serve_forever(poll_interval=0.2)
-    finally:
-        server.server_close()
-    return 0
+    args = children.server_parser(
+        'nova-lease-sandbox-standins').parse_args(argv)
+    return children.serve(
+        args.host, args.port, StandIns(),
+        'glance and neutron stand-ins on http://%s:%d%s and %s'
+        % (args.host, args.port, IMAGE_PREFIX, NETWORK_PREFIX),
+        parent_pid=args.parent_pid)
 
 
 if __name__ == '__main__':

@@ -34,6 +34,7 @@ from nova.conf import scheduler as nova_scheduler_conf
 from nova import context as nova_context
 from nova import objects
 from nova import test as nova_test
+from nova.tests.functional.api import client as api_client
 from nova.tests.functional import integrated_helpers
 from novaclient import client as nova_client
 from oslo_messaging import opts as oslo_messaging_opts
@@ -156,6 +157,10 @@ class LeaseFunctionalBase(integrated_helpers._IntegratedTestBase):
     CLOCK_START = None
     #: Extra options of the [filter:nova_lease] section of api-paste.ini.
     PASTE_FILTER_OPTIONS = None
+    #: Nova's CPU, RAM and disk allocation ratios (and initial ones) for
+    #: the computes; 1.0: a host of N vcpus holds N vcpus. None: Nova's
+    #: defaults (CPU 4.0).
+    ALLOCATION_RATIO = None
 
     def setUp(self):
         _watchdog(self)
@@ -230,6 +235,13 @@ class LeaseFunctionalBase(integrated_helpers._IntegratedTestBase):
         self.useFixture(fixtures.EnvironmentVariable(
             'NOVACLIENT_UUID_CACHE_DIR', os.path.join(tmp, 'novaclient')))
         self._setup_lease_db()
+        if self.ALLOCATION_RATIO is not None:
+            # Before the computes report.
+            for resource in ('cpu', 'ram', 'disk'):
+                self.flags(**{
+                    '%s_allocation_ratio' % resource: self.ALLOCATION_RATIO,
+                    'initial_%s_allocation_ratio' % resource:
+                        self.ALLOCATION_RATIO})
 
         super()._setup_services()
 
@@ -332,6 +344,43 @@ class LeaseFunctionalBase(integrated_helpers._IntegratedTestBase):
 
     # -- helpers ------------------------------------------------------------
 
+    def promise(self, host, start, end, vcpus):
+        """A PENDING instance lease of another project holding ``vcpus``
+        (512 MB, 1 GB) on ``host`` from ``start`` to ``end``: capacity
+        admission control promised, written to the side database.
+        """
+        db_api.lease_create(db_api.get_database(CONF), {
+            'name': 'promise-%s' % host, 'project_id': 'other',
+            'start_date': start, 'end_date': end, 'status': 'PENDING',
+        }, reservations=[{
+            'resource_type': 'virtual:instance', 'status': 'pending',
+            'properties': {'vcpus': vcpus, 'memory_mb': 512, 'disk_gb': 1},
+            'allocations': [{'host': host, 'start_date': start,
+                             'end_date': end, 'vcpus': vcpus,
+                             'memory_mb': 512, 'disk_gb': 1}],
+        }])
+
+    def move_fails(self, server, action, body, api=None):
+        """A resize or cold migration (``body``, instance action
+        ``action``) ends in NoValidHost; the server stays ACTIVE where it
+        was. Returns the server.
+        """
+        where = self.admin_api.get_server(server['id'])[
+            'OS-EXT-SRV-ATTR:host']
+        # The harness runs RPC casts as calls, so conductor's NoValidHost
+        # reaches the API (a 500 here; a deployment answers 202 and
+        # records the failed action, as here too).
+        error = self.assertRaises(
+            api_client.OpenStackApiException,
+            (api or self.admin_api).post_server_action, server['id'], body)
+        self.assertIn('NoValidHost', str(error))
+        self._assert_resize_migrate_action_fail(server, action,
+                                                'NoValidHost')
+        server = self._wait_for_server_parameter(
+            server, {'status': 'ACTIVE', 'OS-EXT-STS:task_state': None})
+        self.assertEqual(where, server['OS-EXT-SRV-ATTR:host'])
+        return server
+
     def _boot(self, hints=None, name=None, flavor='1', image=None,
               wait='ACTIVE', api=None, networks='none'):
         """Boot one server through the REST API (and the nova_lease filter).
@@ -360,7 +409,14 @@ class LeaseFunctionalBase(integrated_helpers._IntegratedTestBase):
     def nova_cli_result(self, *args, user='fake', project_id=None,
                         version=NOVACLIENT_VERSION):
         """Run ``nova <args>`` in process; return a CLIResult."""
-        argv = [
+        return lease_fixtures.run_nova_cli(
+            self._cli_auth(user, project_id) +
+            ['--os-compute-api-version', version] +
+            [str(arg) for arg in args])
+
+    def _cli_auth(self, user, project_id):
+        """The options that authenticate a client CLI as ``user``."""
+        return [
             '--os-auth-type', 'password',
             '--os-auth-url', self.keystone.auth_url,
             '--os-username', user,
@@ -369,9 +425,18 @@ class LeaseFunctionalBase(integrated_helpers._IntegratedTestBase):
             '--os-project-id', project_id or self.api.project_id,
             '--os-project-domain-id', self.keystone.DOMAIN_ID,
             '--os-region-name', self.keystone.REGION,
-            '--os-compute-api-version', version,
-        ] + [str(arg) for arg in args]
-        return lease_fixtures.run_nova_cli(argv)
+        ]
+
+    def _cli_exit(self, cli, args, result, expect_exit):
+        """Fail the test unless ``result`` exited ``expect_exit``;
+        return its standard output.
+        """
+        if result.exit_code != expect_exit:
+            self.fail('%s %s exited %s (expected %s)\nstdout:\n%s\n'
+                      'stderr:\n%s' % (cli, ' '.join(map(str, args)),
+                                       result.exit_code, expect_exit,
+                                       result.stdout, result.stderr))
+        return result.stdout
 
     def nova_cli(self, *args, expect_exit=0, **kwargs):
         """Run ``nova <args>`` in process; return its standard output.
@@ -379,13 +444,9 @@ class LeaseFunctionalBase(integrated_helpers._IntegratedTestBase):
         Fails the test if the exit code is not ``expect_exit``. Keyword
         arguments are those of :meth:`nova_cli_result`.
         """
-        result = self.nova_cli_result(*args, **kwargs)
-        if result.exit_code != expect_exit:
-            self.fail('nova %s exited %s (expected %s)\nstdout:\n%s\n'
-                      'stderr:\n%s' % (' '.join(map(str, args)),
-                                       result.exit_code, expect_exit,
-                                       result.stdout, result.stderr))
-        return result.stdout
+        return self._cli_exit('nova', args,
+                              self.nova_cli_result(*args, **kwargs),
+                              expect_exit)
 
     def openstack_cli(self, *args, user='fake', project_id=None,
                       expect_exit=0):
@@ -393,23 +454,9 @@ class LeaseFunctionalBase(integrated_helpers._IntegratedTestBase):
         ``user``; return its standard output (fails the test on another
         exit code).
         """
-        argv = [
-            '--os-auth-type', 'password',
-            '--os-auth-url', self.keystone.auth_url,
-            '--os-username', user,
-            '--os-password', self.keystone.PASSWORD,
-            '--os-user-domain-id', self.keystone.DOMAIN_ID,
-            '--os-project-id', project_id or self.api.project_id,
-            '--os-project-domain-id', self.keystone.DOMAIN_ID,
-            '--os-region-name', self.keystone.REGION,
-        ] + [str(arg) for arg in args]
-        result = lease_fixtures.run_openstack_cli(argv)
-        if result.exit_code != expect_exit:
-            self.fail('openstack %s exited %s (expected %s)\nstdout:\n%s\n'
-                      'stderr:\n%s' % (' '.join(map(str, args)),
-                                       result.exit_code, expect_exit,
-                                       result.stdout, result.stderr))
-        return result.stdout
+        result = lease_fixtures.run_openstack_cli(
+            self._cli_auth(user, project_id) + [str(arg) for arg in args])
+        return self._cli_exit('openstack', args, result, expect_exit)
 
     def engine_conf(self, **options):
         """The engine's ConfigOpts, as nova-lease-engine builds it.

@@ -270,10 +270,16 @@ class TestUnlinkedAndForged(InstanceLeaseTest):
         # A failure is logged, not raised (the reconcile pass repairs).
         self.useFixture(base.fixtures.MockPatchObject(
             leases, 'instance_deleted', side_effect=RuntimeError('boom')))
+        changed = []
+        self.useFixture(base.fixtures.MockPatchObject(
+            self.hook, 'on_server_change',
+            lambda server_id, server: changed.append((server_id, server))))
         self.assertEqual(
             compute_hook.oslo_messaging.NotificationResult.HANDLED,
             endpoint.info({}, 'nova-compute:host1', 'instance.delete.end',
                           {'nova_object.data': {'uuid': 'x'}}, {}))
+        # Every notification is passed on (to the engine).
+        self.assertEqual([('x', None)], changed)
 
 
 class TestStartedLikeTheEngine(InstanceLeaseTest):
@@ -288,6 +294,8 @@ class TestStartedLikeTheEngine(InstanceLeaseTest):
             transport=transport)
         self.addCleanup(stop)
         self.assertIsNotNone(stop.listener)
+        # It tells the engine of the servers that changed.
+        self.assertEqual(self.engine.observe_now, stop.hook.on_server_change)
         server = self._lease_boot(duration='1h')
         self.api.delete_server(server['id'])
         self._gone(server['id'])

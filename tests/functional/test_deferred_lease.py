@@ -37,13 +37,9 @@ class FutureServerTest(InstanceLeaseTest):
 
     COMPUTES = {'host1': (4, 8192, 100)}
 
-    def _setup_services(self):
-        # A host of N vcpus holds N vcpus (Nova's default CPU allocation
-        # ratio is 4.0); set before the computes report.
-        for resource in ('cpu', 'ram', 'disk'):
-            self.flags(**{'%s_allocation_ratio' % resource: 1.0,
-                          'initial_%s_allocation_ratio' % resource: 1.0})
-        super()._setup_services()
+    # A host of N vcpus holds N vcpus (Nova's default CPU allocation
+    # ratio is 4.0).
+    ALLOCATION_RATIO = 1.0
 
     def setUp(self):
         super().setUp()

@@ -310,9 +310,8 @@ class BatchedPollTest(_ListedBurst):
         # From now on, no notification reaches the engine: the batched
         # poll finds the starts over, and the engine polls every interval
         # again until the next notification.
-        self.useFixture(fixtures.MonkeyPatch(
-            'nova_lease.periodic.engine.server_changed',
-            lambda server_id=None, server=None: None))
+        self.useFixture(fixtures.MockPatchObject(
+            self.hook, 'on_server_change', None))
         elapsed = self._burst('polled', timeout=60)
         self.assertFalse(self.engine.notices_flow)
         self.assertLess(elapsed, 3 * self.MAX_SLEEP)

@@ -220,6 +220,8 @@ class NotificationsRabbitTest(oslotest_base.BaseTestCase):
 class RecordingHook(object):
     """Stands in for the compute hook's database work: records calls."""
 
+    on_server_change = None
+
     def __init__(self):
         self.deleted = []
         self.condition = threading.Condition()

@@ -75,11 +75,15 @@ class InstanceLeaseTest(base.LeaseFunctionalBase):
         self.keystone.nova_app = self.faults
         self.notified = RecordingNotifier(self.clock)
         self.engine = self._engine()
+        # Next to the engine, as nova-lease-engine starts it
+        # (cmd.engine.start_compute_hook); a test may replace the engine.
         self.hook = compute_hook.ComputeHook(
             self.engine.conf, db=self.db,
             compute_client=compute.ComputeClient(
                 self.keystone.session('admin'),
-                region_name=self.keystone.REGION))
+                region_name=self.keystone.REGION),
+            on_server_change=lambda server_id, server: (
+                self.engine.observe_now(server_id, server)))
         self.hook.compute.poll_interval = 0.1
         if self.LISTEN:
             self._listen()

@@ -26,7 +26,6 @@ put them.
 import datetime
 
 from nova.compute import instance_actions
-from nova.tests.functional.api import client as api_client
 from oslo_serialization import jsonutils
 
 from nova_lease.db import api as db_api
@@ -40,13 +39,9 @@ class _Base(InstanceLeaseTest):
     COMPUTES = {'host1': (4, 8192, 100), 'host2': (4, 8192, 100)}
     LISTEN = False
 
-    def _setup_services(self):
-        # A host of N vcpus holds N vcpus (Nova's default CPU allocation
-        # ratio is 4.0); set before the computes report.
-        for resource in ('cpu', 'ram', 'disk'):
-            self.flags(**{'%s_allocation_ratio' % resource: 1.0,
-                          'initial_%s_allocation_ratio' % resource: 1.0})
-        super()._setup_services()
+    # A host of N vcpus holds N vcpus (Nova's default CPU allocation
+    # ratio is 4.0).
+    ALLOCATION_RATIO = 1.0
 
     def setUp(self):
         super().setUp()
@@ -55,19 +50,6 @@ class _Base(InstanceLeaseTest):
                             disk=1, ephemeral=0)
         self._create_flavor(id='big', name='big', vcpu=4, memory_mb=512,
                             disk=1, ephemeral=0)
-
-    def _promise(self, host, vcpus, start, end):
-        """A later lease of another project, holding ``vcpus`` on host."""
-        db_api.lease_create(self.db, {
-            'name': 'promise-%s' % host, 'project_id': 'other',
-            'start_date': start, 'end_date': end, 'status': 'PENDING',
-        }, reservations=[{
-            'resource_type': 'virtual:instance', 'status': 'pending',
-            'properties': {'vcpus': vcpus, 'memory_mb': 512, 'disk_gb': 1},
-            'allocations': [{'host': host, 'start_date': start,
-                             'end_date': end, 'vcpus': vcpus,
-                             'memory_mb': 512, 'disk_gb': 1}],
-        }])
 
     def _ended_lease_server(self):
         """A server whose 30-minute lease ended with on_end=shelve.
@@ -93,25 +75,6 @@ class _Base(InstanceLeaseTest):
         return self.admin_api.get_server(server['id'])[
             'OS-EXT-SRV-ATTR:host']
 
-    def _move_fails(self, server, action, body, api=None):
-        """A resize or cold migration ends in NoValidHost; the server
-        stays ACTIVE where it was. Returns the server.
-        """
-        where = self._host(server)
-        # The harness runs RPC casts as calls, so conductor's NoValidHost
-        # reaches the API (a 500 here; a deployment answers 202 and
-        # records the failed action, as here too).
-        error = self.assertRaises(
-            api_client.OpenStackApiException,
-            (api or self.admin_api).post_server_action, server['id'], body)
-        self.assertIn('NoValidHost', str(error))
-        self._assert_resize_migrate_action_fail(server, action,
-                                                'NoValidHost')
-        server = self._wait_for_server_parameter(
-            server, {'status': 'ACTIVE', 'OS-EXT-STS:task_state': None})
-        self.assertEqual(where, server['OS-EXT-SRV-ATTR:host'])
-        return server
-
 
 class LeftoverHintsTest(_Base):
 
@@ -121,7 +84,7 @@ class LeftoverHintsTest(_Base):
         # Both hosts are fully promised from in 1.5 hours: only work that
         # ends before then may use them.
         for host in self.COMPUTES:
-            self._promise(host, 4, now + 1.5 * HOUR, now + 4 * HOUR)
+            self.promise(host, now + 1.5 * HOUR, now + 4 * HOUR, 4)
         self.api.post_server_action(server['id'], {'unshelve': None})
         self._wait_for_action_fail_completion(
             server, instance_actions.UNSHELVE, 'schedule_instances')
@@ -141,20 +104,20 @@ class LeftoverHintsTest(_Base):
         host = self._host(server)
         other = (set(self.COMPUTES) - {host}).pop()
         now = self.clock.now
-        self._promise(host, 2, now + 1.5 * HOUR, now + 4 * HOUR)
-        self._promise(other, 4, now + 1.5 * HOUR, now + 4 * HOUR)
+        self.promise(host, now + 1.5 * HOUR, now + 4 * HOUR, 2)
+        self.promise(other, now + 1.5 * HOUR, now + 4 * HOUR, 4)
         return server, host
 
     def test_cold_migration_after_the_end_is_unleased(self):
         server, host = self._running_after_the_end()
-        self._move_fails(server, instance_actions.MIGRATE, {'migrate': None})
+        self.move_fails(server, instance_actions.MIGRATE, {'migrate': None})
 
     def test_resize_after_the_end_is_unleased(self):
         self.flags(allow_resize_to_same_host=False)
         server, host = self._running_after_the_end()
-        server = self._move_fails(server, instance_actions.RESIZE,
-                                  {'resize': {'flavorRef': 'big'}},
-                                  api=self.api)
+        server = self.move_fails(server, instance_actions.RESIZE,
+                                 {'resize': {'flavorRef': 'big'}},
+                                 api=self.api)
         self.assertEqual('half', server['flavor']['original_name'])
 
 
@@ -167,11 +130,11 @@ class DefaultLeaseLaterTest(_Base):
         host = self._host(server)
         other = (set(self.COMPUTES) - {host}).pop()
         now = self.clock.now
-        self._promise(other, 4, now + 1.5 * HOUR, now + 4 * HOUR)
+        self.promise(other, now + 1.5 * HOUR, now + 4 * HOUR, 4)
         self.flags(default_lease=True, group='nova_lease')
         self.flags(default_lease_duration='1h', group='nova_lease_api')
         # Moved, it stays what it is: unleased, so it does not fit the
         # other host, whose capacity is promised from in 1.5 hours.
-        self._move_fails(server, instance_actions.MIGRATE, {'migrate': None})
+        self.move_fails(server, instance_actions.MIGRATE, {'migrate': None})
         self.assertEqual([], db_api.lease_list(
             self.db, project_id=self.api.project_id))

@@ -92,13 +92,9 @@ class SchedulerDatabaseOutage(fixtures.Fixture):
 class SchedulerMixin(object):
     """Hosts that hold what their vcpus say, promises, the snapshot."""
 
-    def _setup_services(self):
-        # A host of N vcpus holds N vcpus (Nova's default CPU allocation
-        # ratio is 4.0); set before the computes report.
-        for resource in ('cpu', 'ram', 'disk'):
-            self.flags(**{'%s_allocation_ratio' % resource: 1.0,
-                          'initial_%s_allocation_ratio' % resource: 1.0})
-        super()._setup_services()
+    # A host of N vcpus holds N vcpus (Nova's default CPU allocation
+    # ratio is 4.0).
+    ALLOCATION_RATIO = 1.0
 
     def _hints(self, end):
         return {'reserved': 'True', 'lease_params': jsonutils.dumps({
@@ -108,19 +104,6 @@ class SchedulerMixin(object):
     def _host(self, server):
         return self.admin_api.get_server(server['id'])[
             'OS-EXT-SRV-ATTR:host']
-
-    def _promise(self, host, start, end, vcpus):
-        """An admitted instance lease's allocation (another project)."""
-        db_api.lease_create(db_api.get_database(base.CONF), {
-            'name': 'promise', 'project_id': 'other', 'start_date': start,
-            'end_date': end, 'status': 'PENDING',
-        }, reservations=[{
-            'resource_type': 'virtual:instance', 'status': 'pending',
-            'properties': {'vcpus': vcpus, 'memory_mb': 512, 'disk_gb': 1},
-            'allocations': [{'host': host, 'start_date': start,
-                             'end_date': end, 'vcpus': vcpus,
-                             'memory_mb': 512, 'disk_gb': 1}],
-        }])
 
     def _wait_for_snapshot(self, other_than=None):
         """Until the scheduler holds a snapshot of the side database
@@ -173,7 +156,7 @@ class SchedulerOutageTest(SchedulerMixin,
 
     def test_snapshot_read_before_the_outage(self):
         # 3 of host3's 4 vcpus are promised from T+1h to T+3h.
-        self._promise('host3', self.T + HOUR, self.T + 3 * HOUR, 3)
+        self.promise('host3', self.T + HOUR, self.T + 3 * HOUR, 3)
         self._wait_for_snapshot()
         self.useFixture(SchedulerDatabaseOutage())
 

@@ -40,13 +40,9 @@ FLAVOR = {'vcpus': 4, 'memory_mb': 512, 'disk_gb': 1}
 
 class _Base(base.LeaseFunctionalBase):
 
-    def _setup_services(self):
-        # A host of N vcpus holds N vcpus (Nova's default CPU allocation
-        # ratio is 4.0, RAM 1.0); set before the computes report.
-        for resource in ('cpu', 'ram', 'disk'):
-            self.flags(**{'%s_allocation_ratio' % resource: 1.0,
-                          'initial_%s_allocation_ratio' % resource: 1.0})
-        super()._setup_services()
+    # A host of N vcpus holds N vcpus (Nova's default CPU allocation
+    # ratio is 4.0).
+    ALLOCATION_RATIO = 1.0
 
     def setUp(self):
         super().setUp()
@@ -228,18 +224,6 @@ class TestWeigherPrefersTightestFit(_Base):
     COMPUTES = {'host1': (4, 8192, 100), 'host2': (4, 8192, 100),
                 'host3': (4, 8192, 100)}
 
-    def _promise(self, host, start, end, vcpus):
-        db_api.lease_create(self.db, {
-            'name': 'promise-%s' % host, 'project_id': 'other',
-            'start_date': start, 'end_date': end, 'status': 'PENDING',
-        }, reservations=[{
-            'resource_type': 'virtual:instance', 'status': 'pending',
-            'properties': {'vcpus': vcpus, 'memory_mb': 512, 'disk_gb': 1},
-            'allocations': [{'host': host, 'start_date': start,
-                             'end_date': end, 'vcpus': vcpus,
-                             'memory_mb': 512, 'disk_gb': 1}],
-        }])
-
     def _place(self, hints, name):
         server = self._boot(hints, name=name, flavor='half')
         host = self._host(server)
@@ -254,8 +238,8 @@ class TestWeigherPrefersTightestFit(_Base):
     def test_leased_work_goes_where_it_fits_tightest(self):
         T = self.T
         # host1 is fully promised from T+1h, host2 from T+3h, host3 never.
-        self._promise('host1', T + HOUR, T + 10 * HOUR, 4)
-        self._promise('host2', T + 3 * HOUR, T + 10 * HOUR, 4)
+        self.promise('host1', T + HOUR, T + 10 * HOUR, 4)
+        self.promise('host2', T + 3 * HOUR, T + 10 * HOUR, 4)
         # Ends 15 min before host1's promise, 2h15 before host2's.
         self.assertEqual('host1', self._place(
             self._hints(T + 45 * MINUTE), 'until-45min'))
@@ -271,8 +255,8 @@ class TestWeigherPrefersTightestFit(_Base):
         T = self.T
         # Half of host1 is promised from T+1h, half of host2 from T+3h:
         # an unleased 2-vcpu server fits every host.
-        self._promise('host1', T + HOUR, T + 10 * HOUR, 2)
-        self._promise('host2', T + 3 * HOUR, T + 10 * HOUR, 2)
+        self.promise('host1', T + HOUR, T + 10 * HOUR, 2)
+        self.promise('host2', T + 3 * HOUR, T + 10 * HOUR, 2)
         self.assertEqual('host3', self._place(None, 'unleased'))
         # With host3 gone from the choice, the later promise wins.
         self.flags(freepool_aggregate='freepool', group='nova_lease')

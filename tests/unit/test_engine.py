@@ -292,7 +292,7 @@ class EngineTest(testtools.TestCase):
         self.addCleanup(thread.join, 10)
         self.addCleanup(engine.stop)
         lease = self._lease(start=T0 + datetime.timedelta(minutes=5))
-        lease_engine.wake_all()     # a lease was created in-process
+        engine.wake()       # it looks again (as after its next probe)
         time.sleep(0.3)
         self.assertEqual('PENDING', self._get(lease)['status'])
         self._advance(minutes=5)

@@ -122,14 +122,9 @@ def _booking(conf, params, project_id, user_id, request, now, hold):
             event['next_attempt_at'] = hold_until
     lease_type, retries = lease_types.effective(
         params, conf, field='lease_params.retries')
-    values = {
-        'id': uuidutils.generate_uuid(), 'name': params.name,
-        'project_id': project_id, 'user_id': user_id,
-        'start_date': params.start, 'end_date': params.end,
-        'before_end_date': before_end,
-        'status': str(status.LeaseStatus.PENDING), 'on_end': params.on_end,
-        'retries': retries, 'lease_type': lease_type,
-    }
+    values = dict(pipeline.lease_values(params, project_id, user_id,
+                                        before_end, lease_type, retries),
+                  id=uuidutils.generate_uuid())
     # An immediate lease is admitted now, as a future one is: refused
     # (409) when its servers do not fit, its capacity promised otherwise.
     request.admit = not (params.start_now and

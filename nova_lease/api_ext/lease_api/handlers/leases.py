@@ -39,11 +39,8 @@ from nova_lease.plugins.host import allocation as host_allocation
 from nova_lease.plugins import types
 from nova_lease.policies import lease as lease_policies
 from nova_lease import policy
-from nova_lease import status
 
 LOG = logging.getLogger(__name__)
-
-_L = status.LeaseStatus
 
 
 def _get_visible_lease(ctx, lease_id, rule):
@@ -65,14 +62,6 @@ def _get_visible_lease(ctx, lease_id, rule):
             raise db_api.LeaseNotFound(lease_id=lease_id)
         policy.authorize(ctx, rule, target)  # raises the 403
     return lease
-
-
-def _wake_engines():
-    try:
-        from nova_lease.periodic import engine
-    except ImportError:  # pragma: no cover
-        return
-    engine.wake_all()
 
 
 def _all_projects(req):
@@ -173,13 +162,8 @@ def create_lease(req, ctx, body):
         hunt = best_effort.hunter(
             ctx, common.CONF, params.start, host_allocation.booked_end(
                 params.end, opts.cleaning_time))
-    values = {
-        'name': params.name, 'project_id': ctx.project_id,
-        'user_id': ctx.user_id, 'start_date': params.start,
-        'end_date': params.end, 'before_end_date': before_end,
-        'status': str(_L.PENDING), 'on_end': params.on_end,
-        'retries': retries, 'lease_type': lease_type,
-    }
+    values = pipeline.lease_values(params, ctx.project_id, ctx.user_id,
+                                   before_end, lease_type, retries)
     lease = pipeline.create(common.db(), pipeline.Booking(
         conf=common.CONF, values=values, items=items, now=now, hunt=hunt,
         events=lease_events.lease_events(params.start, params.end,
@@ -189,8 +173,6 @@ def create_lease(req, ctx, body):
              {'id': lease['id'], 'name': lease['name'],
               'project': ctx.project_id, 'start': params.start,
               'end': params.end})
-    if params.start_now:
-        _wake_engines()
     return 201, {'lease': views.format_lease(lease)}
 
 
@@ -224,7 +206,6 @@ def update_lease(req, ctx, lease_id, body):
                                  hint='; retry in a moment')
     if updates:
         pipeline.after_change(common.caller(ctx), lease, updates)
-    _wake_engines()
     return 200, {'lease': views.format_lease(lease)}
 
 
@@ -240,12 +221,10 @@ def delete_lease(req, ctx, lease_id):
     """
     _get_visible_lease(ctx, lease_id, lease_policies.DELETE)
     try:
-        done = pipeline.delete(common.db(), common.CONF, lease_id,
-                               common.now())
+        pipeline.delete(common.db(), common.CONF, lease_id,
+                        common.now())
     except db_api.StatusConflict as e:
         raise pipeline.LeaseBusy(lease_id=lease_id, status=e.actual,
                                  action='deleting it',
                                  hint='; retry in a moment')
-    if done == 'ending':
-        _wake_engines()
     return 204, None
