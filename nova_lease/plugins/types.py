@@ -166,6 +166,11 @@ class ReservationType(object):
     start_field = 'start_date'
     #: A best-effort lease may hunt for its reservations.
     best_effort = False
+    #: The keys of its reservations (in a lease body and as shown) that
+    #: are not Blazar v1's, by the lease API microversion that has them
+    #: (nova_lease.api_ext.lease_api.microversion): {'1.2': ('region',
+    #: ...)}. A client at an older version neither sends nor sees them.
+    api_versions = {}
 
     @property
     def facts(self):

@@ -35,6 +35,10 @@ from nova_lease.plugins import types
 
 #: The compute microversion the demo speaks (python-novaclient's maximum).
 COMPUTE_API_VERSION = '2.96'
+#: The lease API microversion the demo speaks: 1.1 has ``lease_type``
+#: (its best-effort lease), ``status_reason`` and ``best_effort_hosts``
+#: (see doc/source/user/api.rst, "API versions").
+LEASE_API_VERSION = '1.1'
 
 Step = collections.namedtuple('Step', ['title', 'run'])
 
@@ -106,7 +110,7 @@ class Reservation(object):
     """The lease API calls of ``openstack reservation ...``.
 
     Through the catalog's ``reservation`` endpoint, as python-blazarclient
-    makes them.
+    makes them, at :data:`LEASE_API_VERSION`.
     """
 
     def __init__(self, env):
@@ -115,8 +119,10 @@ class Reservation(object):
                        'region_name': env.get('OS_REGION_NAME')}
 
     def _call(self, method, path, body=None):
-        resp = self.session.request(path, method, json=body,
-                                    endpoint_filter=self.filter)
+        resp = self.session.request(
+            path, method, json=body, endpoint_filter=self.filter,
+            headers={'OpenStack-API-Version':
+                     'reservation %s' % LEASE_API_VERSION})
         return resp.json() if resp.content else None
 
     def register_host(self, name):

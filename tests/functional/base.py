@@ -41,6 +41,7 @@ from oslo_messaging import opts as oslo_messaging_opts
 from oslo_utils import importutils
 from sqlalchemy import exc as sqla_exc
 
+from nova_lease.api_ext.lease_api import microversion
 from nova_lease import conf as lease_conf
 from nova_lease.db import api as db_api
 from nova_lease.db import migration
@@ -72,8 +73,37 @@ lease_conf.register_opts(CONF)
 #: python-novaclient supports; Nova 34 goes up to 2.104).
 NOVACLIENT_VERSION = '2.96'
 
+#: The lease API microversion the project's tests speak: they use every
+#: extension (a client that wants another sets ``reservation_version``
+#: on itself: a version, or None for no header, i.e. 1.0).
+LEASE_API_VERSION = microversion.MAX_VERSION
+
 LEASE_FILTER_PATH = 'nova_lease.scheduler.filters.LeaseFilter'
 LEASE_WEIGHER_PATH = 'nova_lease.scheduler.weights.LeaseWeigher'
+
+
+_nova_request = api_client.TestOpenStackClient.request
+
+
+def _request_at_lease_version(client, url, method='GET', body=None,
+                              headers=None):
+    """Nova's test client's ``request``, which also asks the lease API
+    for the client's ``reservation_version`` (default
+    :data:`LEASE_API_VERSION`), in the same ``OpenStack-API-Version``
+    header as the compute microversion (the client refuses that header
+    from its callers).
+    """
+    version = getattr(client, 'reservation_version', LEASE_API_VERSION)
+    if '/os-reservation' in url and version is not None:
+        headers = dict(headers or {})
+        entry = '%s %s' % (microversion.SERVICE_TYPE, version)
+        given = headers.get(microversion.HEADER)
+        if not given:
+            headers[microversion.HEADER] = entry
+        elif microversion.SERVICE_TYPE not in given.lower():
+            headers[microversion.HEADER] = '%s, %s' % (given, entry)
+    return _nova_request(client, url, method=method, body=body,
+                         headers=headers)
 
 
 def _watchdog(test):
@@ -135,7 +165,9 @@ class LeaseFunctionalBase(integrated_helpers._IntegratedTestBase):
     Attributes after setUp:
 
     * ``api`` / ``admin_api``: Nova's test REST clients (user ``fake``,
-      member; user ``admin``), at the latest microversion;
+      member; user ``admin``), at the latest microversion, and the lease
+      API's :data:`LEASE_API_VERSION` (a client's ``reservation_version``
+      overrides it);
     * ``nova`` / ``admin_nova``: python-novaclient clients at
       :data:`NOVACLIENT_VERSION`, authenticated through :attr:`keystone`;
     * ``keystone``: the :class:`~tests.functional.fixtures.FakeKeystone`
@@ -187,6 +219,10 @@ class LeaseFunctionalBase(integrated_helpers._IntegratedTestBase):
         # grew to ~350 of them, which spent most of the process's CPU
         # time and GIL on those wake-ups. One process needs far fewer.
         self.flags(executor_thread_pool_size=RPC_WORKERS)
+        # Nova's test clients speak the lease API at LEASE_API_VERSION.
+        self.useFixture(fixtures.MockPatchObject(
+            api_client.TestOpenStackClient, 'request',
+            _request_at_lease_version))
         super().setUp()
         self.keystone = self.useFixture(lease_fixtures.FakeKeystone(
             self.api_fixture.app(), self.glance, self.api.project_id,

@@ -26,6 +26,7 @@ from oslo_serialization import jsonutils
 from oslo_utils import timeutils
 import testtools
 
+from nova_lease.api_ext.lease_api import microversion
 from nova_lease.api_ext import middleware
 from nova_lease.db import api as db_api
 from nova_lease.scheduler import filters as lease_filters
@@ -138,8 +139,11 @@ class TestPluginLoadedByNova(base.LeaseFunctionalBase):
             body = api.api_get('/os-reservation').body
             href = body['versions'][0]['links'][0].pop('href')
             self.assertEqual(
-                {'versions': [{'id': 'v1.0', 'status': 'CURRENT', 'links': [
-                    {'rel': 'self'}]}]}, body)
+                {'versions': [{'id': 'v1.0', 'status': 'CURRENT',
+                               'min_version': '1.0',
+                               'max_version': microversion.MAX_VERSION,
+                               'version': microversion.MAX_VERSION,
+                               'links': [{'rel': 'self'}]}]}, body)
             self.assertEqual(url + '/os-reservation',
                              urlparse.urlsplit(href).path)
 

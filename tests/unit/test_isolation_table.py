@@ -14,6 +14,7 @@ route of the lease API: a new endpoint needs its isolation row."""
 
 import testtools
 
+from nova_lease.api_ext.lease_api import microversion
 from nova_lease.api_ext.lease_api import router
 from tests import isolation_table as table
 
@@ -37,7 +38,8 @@ class IsolationTableTest(testtools.TestCase):
                 continue
             self.assertEqual(method, row.method, row)
             path = row.path[len(table.LEASES):].split('?')[0]
-            matched, _kwargs = router._match(path)
+            matched, _kwargs = router._match(
+                path, microversion.parse(microversion.MAX_VERSION))
             self.assertIs(router.ROUTES[template][method].handler,
                           matched[method].handler, row)
 

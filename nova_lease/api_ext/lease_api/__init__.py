@@ -32,9 +32,14 @@ DELETE  /os-hosts/{id}                     os-hosts:delete       204
 GET     /os-hosts/allocations              os-hosts:allocations  200
 GET     /os-hosts/{id}/allocation          os-hosts:allocations  200
 GET     /os-hosts/properties               os-hosts:list         200
-GET     /os-hosts/idle                     os-hosts:allocations  200
-GET     /usage                             usage:get[_all]       200
+GET     /os-hosts/idle (1.3)               os-hosts:allocations  200
+GET     /usage (1.4)                       usage:get[_all]       200
+GET     /capacity (1.5)                    capacity:all|project  200
 ======  =================================  ====================  =====
+
+A route marked (1.x) needs that microversion (``OpenStack-API-Version:
+reservation 1.x``; see :mod:`.microversion`): without the header a
+request is served at 1.0, Blazar's v1 exactly.
 
 Errors are JSON in Blazar's shape, which python-blazarclient prints
 (``{"error_code": 409, "error_name": "NotEnoughHosts", "error_message":
@@ -61,5 +66,7 @@ The package, as placement's API:
   the shape and words of the parsers (:mod:`nova_lease.params`);
 * :mod:`.views`: how leases, hosts and allocations are shown;
 * :mod:`.errors`: the shared errors and JSON responses; :mod:`.common`:
-  options, database and clock for the handlers.
+  options, database and clock for the handlers;
+* :mod:`.microversion`: the versions, what each adds, and the
+  negotiation of the ``OpenStack-API-Version`` header.
 """

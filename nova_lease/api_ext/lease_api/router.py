@@ -18,7 +18,9 @@ and query string (:mod:`.schemas`). :func:`handle` finds the route,
 refuses what no handler should see (401, 404, 405, control characters
 in the ids of the path, a body or query string its schemas refuse),
 calls the handler and turns what it returns or raises into a response
-in Blazar's shape.
+in Blazar's shape. It first negotiates the microversion
+(:mod:`.microversion`): a route of a later version than asked is not
+there (404), and every answer names the version it was served at.
 """
 
 import collections
@@ -34,6 +36,7 @@ from nova_lease.api_ext.lease_api.handlers import hosts
 from nova_lease.api_ext.lease_api.handlers import leases
 from nova_lease.api_ext.lease_api.handlers import root
 from nova_lease.api_ext.lease_api.handlers import usage
+from nova_lease.api_ext.lease_api import microversion
 from nova_lease.api_ext.lease_api.schemas import capacity as \
     capacity_schemas
 from nova_lease.api_ext.lease_api.schemas import hosts as host_schemas
@@ -47,17 +50,23 @@ LOG = logging.getLogger(__name__)
 
 #: A handler, called as ``handler(req, ctx, **url_params)``, plus
 #: ``body=<the validated body>`` when it declares a ``body`` schema (it
-#: reads no body otherwise); ``query``: the schema of its query string.
-Route = collections.namedtuple('Route', ['handler', 'body', 'query'],
-                               defaults=(None, None))
+#: reads no body otherwise); ``query``: the schema of its query string;
+#: ``min_version``: the first microversion that has it (earlier, the
+#: route does not exist: 404, or 405 when the path has other methods).
+Route = collections.namedtuple(
+    'Route', ['handler', 'body', 'query', 'min_version'],
+    defaults=(None, None, microversion.MIN_VERSION))
 
 #: Path template (``{name}``: one path segment, passed to the handler as
 #: ``name``) -> {method: Route}. The first template that matches the
 #: path decides (a 405 if it has no route for the method): literal paths
-#: come before the templates they would also match.
+#: come before the templates they would also match. A template none of
+#: whose routes exist at the version asked does not match (so at 1.0
+#: ``/os-hosts/idle`` is a host named ``idle``, as in Blazar).
 ROUTES = {
     '/capacity': {
-        'GET': Route(capacity.show_capacity, query=capacity_schemas.QUERY),
+        'GET': Route(capacity.show_capacity, query=capacity_schemas.QUERY,
+                     min_version=microversion.CAPACITY),
     },
     '/leases': {
         'GET': Route(leases.list_leases, query=lease_schemas.LIST_QUERY),
@@ -77,7 +86,8 @@ ROUTES = {
                      query=host_schemas.ALLOCATIONS_QUERY),
     },
     '/os-hosts/idle': {
-        'GET': Route(hosts.list_idle_hosts, query=host_schemas.IDLE_QUERY),
+        'GET': Route(hosts.list_idle_hosts, query=host_schemas.IDLE_QUERY,
+                     min_version=microversion.IDLE_HOSTS),
     },
     '/os-hosts/properties': {
         'GET': Route(hosts.list_host_properties,
@@ -93,7 +103,8 @@ ROUTES = {
         'DELETE': Route(hosts.delete_host),
     },
     '/usage': {
-        'GET': Route(usage.get_usage, query=usage_schemas.QUERY),
+        'GET': Route(usage.get_usage, query=usage_schemas.QUERY,
+                     min_version=microversion.USAGE),
     },
 }
 
@@ -110,20 +121,28 @@ def _schema(schema):
     return None if schema is None else validation.Schema(schema)
 
 
-# [(regex, {method: Route with validation.Schema objects})]
+# [(regex, {method: Route with validation.Schema objects and a
+# comparable min_version})]
 _COMPILED = [
     (_regex(template), {
         method: Route(route.handler, _schema(route.body),
-                      _schema(route.query))
+                      _schema(route.query),
+                      microversion.parse(route.min_version))
         for method, route in methods.items()})
     for template, methods in ROUTES.items()]
 
 
-def _match(rest):
+def _match(rest, version):
+    """({method: Route} at ``version``, url params) of the first template
+    that matches ``rest`` and has a route at ``version``; (None, None).
+    """
     for regex, methods in _COMPILED:
         match = regex.match(rest)
         if match:
-            return methods, match.groupdict()
+            live = {method: route for method, route in methods.items()
+                    if route.min_version <= version}
+            if live:
+                return live, match.groupdict()
     return None, None
 
 
@@ -132,8 +151,19 @@ def handle(req, ctx, rest, base_href):
 
     ``rest`` is the path after the mount point ('' or '/leases/...');
     ``base_href`` the URL of the mount point (for the version document).
+    The microversion is negotiated first (406 or 400 without the
+    version headers, as placement answers them); every other answer
+    carries ``OpenStack-API-Version: reservation X.Y`` and ``Vary``.
     """
-    rest = rest or ''
+    try:
+        version = microversion.negotiate(req)
+    except exception.NovaLeaseException as e:
+        return errors.error_response(e.code, str(e), type(e).__name__)
+    return microversion.add_headers(
+        _serve(req, ctx, rest or '', base_href, version), version)
+
+
+def _serve(req, ctx, rest, base_href, version):
     try:
         if rest.rstrip('/') in _VERSION_PATHS:
             if req.method not in ('GET', 'HEAD'):
@@ -141,7 +171,7 @@ def handle(req, ctx, rest, base_href):
                                               path='the version document')
             code, body = root.version_document(req, ctx, base_href)
             return errors.json_response(code, body)
-        methods, kwargs = _match(rest)
+        methods, kwargs = _match(rest, version)
         if methods is None:
             raise errors.ResourceNotFound(path=rest)
         route = methods.get(req.method)

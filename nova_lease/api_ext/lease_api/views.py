@@ -10,10 +10,44 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 """How the lease API shows leases, hosts and allocations (Blazar v1's
-field names; dates as ``2017-12-26T12:00:00.000000``)."""
+field names; dates as ``2017-12-26T12:00:00.000000``).
 
+A view of a lease takes the microversion asked (:mod:`.microversion`):
+the fields of a later version (:data:`LATER_FIELDS`) are left out, so
+that a client at 1.0 sees Blazar v1's fields only. ``version=None``
+shows every field.
+"""
+
+from nova_lease.api_ext.lease_api import microversion
 from nova_lease import params as lease_params
 from nova_lease.plugins import types
+
+#: (what, microversion) -> the fields of that version, left out of the
+#: answers to an older client. (A reservation's are its type's:
+#: ReservationType.api_versions.)
+LATER_FIELDS = {
+    ('lease', microversion.LEASE_DETAILS): (
+        'status_reason', 'before_end_date', 'on_end', 'lease_type',
+        'retries'),
+    ('event', microversion.LEASE_DETAILS): (
+        'attempts', 'last_error', 'next_attempt_at'),
+}
+
+
+def _older(out, what, version, later=None):
+    """``out`` without the fields of ``what`` later than ``version``
+    (``later``: {version: fields} instead of LATER_FIELDS').
+    """
+    if version is None:
+        return out
+    if later is None:
+        later = {since: fields for (kind, since), fields
+                 in LATER_FIELDS.items() if kind == what}
+    for since, fields in later.items():
+        if version < microversion.parse(since):
+            for field in fields:
+                out.pop(field, None)
+    return out
 
 
 def _dt(value):
@@ -26,7 +60,7 @@ _RESERVATION_FIELDS = ('id', 'lease_id', 'resource_id', 'resource_type',
                        'status', 'aggregate_id', 'created_at', 'updated_at')
 
 
-def format_reservation(reservation):
+def format_reservation(reservation, version=None):
     """A reservation as Blazar shows it: its request flattened in."""
     out = {}
     for key, value in (reservation.get('properties') or {}).items():
@@ -38,27 +72,30 @@ def format_reservation(reservation):
     # reservation was asked with, how many hosts a best-effort one took
     # from the cloud).
     if types.of(reservation) is not None:
-        types.get(reservation['resource_type']).show(reservation, out)
+        kind = types.get(reservation['resource_type'])
+        kind.show(reservation, out)
+        _older(out, 'reservation', version, kind.api_versions)
     return out
 
 
-def format_event(event):
+def format_event(event, version=None):
     """An event as Blazar shows it, with its attempts: how many times
     the engine ran it, the last failure's reason and when it runs again.
     """
-    return {'id': event['id'], 'lease_id': event['lease_id'],
-            'event_type': event['event_type'], 'time': _dt(event['time']),
-            'status': event['status'],
-            'attempts': event.get('attempts') or 0,
-            'last_error': event.get('last_error'),
-            'next_attempt_at': _dt(event.get('next_attempt_at')),
-            'created_at': _dt(event.get('created_at')),
-            'updated_at': _dt(event.get('updated_at'))}
+    return _older({
+        'id': event['id'], 'lease_id': event['lease_id'],
+        'event_type': event['event_type'], 'time': _dt(event['time']),
+        'status': event['status'],
+        'attempts': event.get('attempts') or 0,
+        'last_error': event.get('last_error'),
+        'next_attempt_at': _dt(event.get('next_attempt_at')),
+        'created_at': _dt(event.get('created_at')),
+        'updated_at': _dt(event.get('updated_at'))}, 'event', version)
 
 
-def format_lease(lease):
-    """A lease as Blazar v1 shows it."""
-    return {
+def format_lease(lease, version=None):
+    """A lease as Blazar v1 shows it, with the fields of ``version``."""
+    return _older({
         'id': lease['id'], 'name': lease['name'],
         'project_id': lease['project_id'], 'user_id': lease['user_id'],
         'start_date': _dt(lease['start_date']),
@@ -71,12 +108,13 @@ def format_lease(lease):
         'on_end': lease.get('on_end'),
         'lease_type': lease.get('lease_type') or 'scheduled',
         'retries': lease.get('retries'),
-        'reservations': [format_reservation(r)
+        'reservations': [format_reservation(r, version)
                          for r in lease.get('reservations') or ()],
-        'events': [format_event(e) for e in lease.get('events') or ()],
+        'events': [format_event(e, version)
+                   for e in lease.get('events') or ()],
         'created_at': _dt(lease.get('created_at')),
         'updated_at': _dt(lease.get('updated_at')),
-    }
+    }, 'lease', version)
 
 
 def format_host(host):

@@ -53,6 +53,13 @@ class HostType(types.ReservationType):
     name = types.HOST
     order = 10
     best_effort = True
+    # Blazar's host reservation has min, max, hypervisor_properties,
+    # resource_properties and before_end.
+    api_versions = {
+        '1.1': ('best_effort_hosts',),
+        '1.2': ('availability_zone', 'region', 'extra_specs', 'vcpus',
+                'memory_mb', 'disk_gb'),
+    }
 
     # -- create -------------------------------------------------------------
 

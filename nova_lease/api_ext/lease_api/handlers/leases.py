@@ -29,6 +29,7 @@ from nova_lease.api_ext import best_effort
 from nova_lease.api_ext.lease_api import blazar_words
 from nova_lease.api_ext.lease_api import common
 from nova_lease.api_ext.lease_api import lease_updates
+from nova_lease.api_ext.lease_api import microversion
 from nova_lease.api_ext.lease_api import views
 from nova_lease.booking import pipeline
 from nova_lease.db import api as db_api
@@ -93,13 +94,39 @@ def list_leases(req, ctx):
                          {'project_id': ctx.project_id})
         project = ctx.project_id
     leases = db_api.lease_list(common.db(), project_id=project)
-    return 200, {'leases': [views.format_lease(lease) for lease in leases
+    version = microversion.requested(req)
+    return 200, {'leases': [views.format_lease(lease, version)
+                            for lease in leases
                             if not pipeline.never_started(lease)]}
 
 
 def show_lease(req, ctx, lease_id):
     lease = _get_visible_lease(ctx, lease_id, lease_policies.SHOW)
-    return 200, {'lease': views.format_lease(lease)}
+    return 200, {'lease': views.format_lease(
+        lease, microversion.requested(req))}
+
+
+#: Keys of a lease body of a later microversion than 1.0 (a
+#: reservation's are its type's: ReservationType.api_versions).
+LEASE_DETAILS_KEYS = ('on_end', 'retries', 'lease_type')
+
+
+def check_version_keys(req, body):
+    """400 for a key of ``body`` (a lease, as POSTed) that needs a later
+    microversion than ``req`` asked for (null counts as absent).
+    """
+    microversion.refuse_keys(
+        req, [k for k in LEASE_DETAILS_KEYS if body.get(k) is not None],
+        microversion.LEASE_DETAILS, '')
+    for i, raw in enumerate(body.get('reservations') or ()):
+        kind = types.for_api(raw.get('resource_type')) if isinstance(
+            raw, dict) else None
+        later = getattr(kind, 'api_versions', {})
+        for version in sorted(later, key=microversion.parse):
+            keys = later[version]
+            microversion.refuse_keys(
+                req, [k for k in keys if raw.get(k) is not None], version,
+                'reservations[%d].' % i)
 
 
 def _items(caller, raw_reservations):
@@ -131,6 +158,7 @@ def create_lease(req, ctx, body):
     checked; the events are recorded with the lease, in the same
     transaction. A lease that is refused leaves nothing behind.
     """
+    check_version_keys(req, body)
     policy.authorize(ctx, lease_policies.CREATE,
                      {'project_id': ctx.project_id, 'user_id': ctx.user_id})
     now = common.now()
@@ -173,7 +201,8 @@ def create_lease(req, ctx, body):
              {'id': lease['id'], 'name': lease['name'],
               'project': ctx.project_id, 'start': params.start,
               'end': params.end})
-    return 201, {'lease': views.format_lease(lease)}
+    return 201, {'lease': views.format_lease(
+        lease, microversion.requested(req))}
 
 
 _DATES = ('start_date', 'end_date', 'before_end_date')
@@ -206,7 +235,8 @@ def update_lease(req, ctx, lease_id, body):
                                  hint='; retry in a moment')
     if updates:
         pipeline.after_change(common.caller(ctx), lease, updates)
-    return 200, {'lease': views.format_lease(lease)}
+    return 200, {'lease': views.format_lease(
+        lease, microversion.requested(req))}
 
 
 def delete_lease(req, ctx, lease_id):
