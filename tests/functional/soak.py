@@ -635,10 +635,15 @@ class Walk(object):
                         binary='nova-compute')}
         registered = {h['hypervisor_hostname']
                       for h in db_api.host_list(self.case.lease_db)}
+        aggregates = self.case.admin_api.api_get(
+            '/os-aggregates').body['aggregates']
         for host in hosts:
             out['hosts'].setdefault(host, {'servers': [],
                                            'promised_now': []})
             out['hosts'][host]['service'] = services.get(host)
+            out['hosts'][host]['aggregates'] = [
+                (a['name'], a.get('metadata')) for a in aggregates
+                if host in (a.get('hosts') or ())]
             out['hosts'][host]['registered'] = host in registered
             out['hosts'][host]['promised_now'] = [
                 (a['reservation_id'], str(a['start_date']),

@@ -15,6 +15,8 @@ Long runs: ``python benchmarks/soak.py --steps N --seed S`` (see
 tests/functional/soak.py).
 """
 
+from nova_lease.audit import checks
+from nova_lease.db import api as db_api
 from tests.functional import soak
 
 SEED = 2026
@@ -31,3 +33,20 @@ class SoakTest(soak.SoakCase):
         self.assertEqual(STEPS, steps)
         # The walk did walk: most kinds of steps ran.
         self.assertGreaterEqual(len(walk.counts), 10, walk.counts)
+
+        # What a failing step would report: for a lease a finding names,
+        # its rows, its servers and its hosts (service, aggregates,
+        # what runs and is promised there); for an overcommit, its host.
+        leases = db_api.lease_list(self.lease_db)
+        self.assertTrue(leases)
+        host = sorted(soak.HOSTS)[0]
+        evidence = walk._evidence([
+            checks.Finding('broken_promise', leases[0]['id'], 'a test'),
+            checks.Finding('overcommit', host, 'a test',
+                           {'holders': ['server x']})])
+        self.assertIn(leases[0]['id'], evidence['leases'])
+        self.assertEqual(['server x'], evidence['holders'])
+        self.assertIn(host, evidence['hosts'])
+        for facts in evidence['hosts'].values():
+            self.assertEqual({'servers', 'promised_now', 'service',
+                              'registered', 'aggregates'}, set(facts))
