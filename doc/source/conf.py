@@ -21,6 +21,18 @@ entry points (namespace ``nova_lease``), so nova_lease must be installed
 in the environment that runs Sphinx.
 """
 
+import os
+import sys
+
+# The import picture of contributor/architecture.rst, written from the
+# code at every build (tests/unit/test_import_map.py checks the copy in
+# the tree).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(
+    __file__)), '..', '..', 'tools'))
+import import_map  # noqa: E402
+
+import_map.write()
+
 extensions = [
     'openstackdocstheme',
     'oslo_config.sphinxext',
