@@ -64,7 +64,11 @@ from oslo_utils import timeutils
 import webob.exc
 
 from nova_lease.api_ext import boot_hints
+from nova_lease.api_ext.lease_api import errors as lease_api_errors
+from nova_lease.api_ext import shelved as shelved_servers
 from nova_lease.api_ext import slot_boots
+from nova_lease import conf as lease_conf
+from nova_lease.db import api as db_api
 from nova_lease import enforcement
 from nova_lease import exception
 from nova_lease import notifications
@@ -126,7 +130,6 @@ class ServerCreate(object):
     def conf(self):
         if self._conf is None:
             import nova.conf
-            from nova_lease import conf as lease_conf
             conf = nova.conf.CONF
             lease_conf.register_opts(conf)
             self._conf = conf
@@ -134,7 +137,6 @@ class ServerCreate(object):
 
     @property
     def db(self):
-        from nova_lease.db import api as db_api
         return db_api.get_database(self.conf)
 
     @property
@@ -306,7 +308,6 @@ class ServerCreate(object):
         req.body = jsonutils.dump_as_bytes(body)
         try:
             if shelved:
-                from nova_lease.api_ext import shelved as shelved_servers
                 resp = shelved_servers.create(req)
             else:
                 resp = req.get_response(self.application)
@@ -418,7 +419,6 @@ class ServerCreate(object):
         self._undo(lease_id)
         # (The error itself, which may quote the database, is logged by
         # the caller; the user gets the request id to find it.)
-        from nova_lease.api_ext.lease_api import errors as lease_api_errors
         message = lease_api_errors.internal_error_message(
             req, 'recording the lease of the new server(s)') + '; '
         if left:

@@ -40,6 +40,7 @@ from oslo_db import exception as db_exc
 from oslo_log import log as logging
 from sqlalchemy import exc as sa_exc
 
+from nova_lease.compute_hook import service as hook_service
 from nova_lease import conf as lease_conf
 from nova_lease import exception
 from nova_lease import notifications
@@ -136,8 +137,6 @@ def start_compute_hook(conf, engine, notifier=None, transport=None):
     the engine of each server a notification shows changed. A failure
     to start it is logged: the engine runs anyway.
     """
-    from nova_lease.compute_hook import service as hook_service
-
     plugin = engine.plugins.get(types.SERVER)
     try:
         return hook_service.start(

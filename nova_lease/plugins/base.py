@@ -66,7 +66,10 @@ import abc
 from oslo_log import log as logging
 from stevedore import named
 
+from nova_lease import compute as compute_mod
+from nova_lease.db import api as db_api
 from nova_lease import exception
+from nova_lease import gate
 
 LOG = logging.getLogger(__name__)
 
@@ -165,7 +168,6 @@ def resolve(result, compute, timeout):
     None comes back.
     """
     while isinstance(result, Wait):
-        from nova_lease import compute as compute_mod
         try:
             server = compute.wait_for_server(
                 result.server_id, result.wanted, timeout,
@@ -235,20 +237,17 @@ class ComputePlugin(ResourcePlugin):
     @property
     def db(self):
         if self._db is None:
-            from nova_lease.db import api as db_api
             self._db = db_api.get_database(self.conf)
         return self._db
 
     @property
     def compute(self):
         if self._compute is None:
-            from nova_lease import gate
             if isinstance(self._client, gate.Gate):
                 self._compute = self._client
             else:
                 if self._client is None:
-                    from nova_lease import compute
-                    self._client = compute.ComputeClient.from_conf(
+                    self._client = compute_mod.ComputeClient.from_conf(
                         self.conf)
                 self._compute = gate.Gate(
                     self._client, lambda: self.db,

@@ -36,6 +36,7 @@ from oslo_config import cfg
 from oslo_log import log as logging
 
 from nova_lease.sandbox import dashboard as dash
+from nova_lease.sandbox import demo
 from nova_lease.sandbox import engine as engine_proc
 from nova_lease.sandbox import keystone as ks
 from nova_lease.sandbox import openrc
@@ -290,7 +291,6 @@ class Sandbox(object):
             self.out.write('ready: source %s\n' % self.openrc_path('demo'))
             self.out.flush()
             if self.demo:
-                from nova_lease.sandbox import demo
                 env = openrc.read_openrc(self.openrc_path('demo'))
                 admin_env = openrc.read_openrc(self.openrc_path('admin'))
                 code = 0 if demo.run(

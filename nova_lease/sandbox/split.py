@@ -59,10 +59,13 @@ import time
 from oslo_log import log as logging
 
 from nova_lease.sandbox import children
+from nova_lease.sandbox import demo as demo_mod
 from nova_lease.sandbox import engine as engine_proc
 from nova_lease.sandbox import guide
 from nova_lease.sandbox import keystone as ks
 from nova_lease.sandbox import nova_aio
+from nova_lease.sandbox import openrc
+from nova_lease.sandbox import proxy
 from nova_lease.sandbox import runner
 from nova_lease.sandbox import standins
 
@@ -682,8 +685,6 @@ class SplitSandbox(runner.Sandbox):
                                  % (name, HOST, port))
 
     def start(self):
-        from nova_lease.sandbox import openrc
-
         os.makedirs(self.state_dir, exist_ok=True)
         self._check_ports()
         _bin('gunicorn')
@@ -745,7 +746,6 @@ class SplitSandbox(runner.Sandbox):
         self.demo_steps = _demo_steps(self)
 
     def _start_relays(self):
-        from nova_lease.sandbox import proxy
         for name, port in (('mysql', MYSQL_PORT), ('rabbit', RABBIT_PORT)):
             self.relays[name] = proxy.Relay(port).start()
         self.backends.mysql_port = self.relays['mysql'].port
@@ -987,7 +987,6 @@ def _with_lease_password(state_dir, passwords):
         return passwords
     import secrets
 
-    from nova_lease.sandbox import openrc
     passwords = dict(passwords, nova_lease=secrets.token_urlsafe(12))
     path = os.path.join(state_dir, openrc._SECRETS)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -1015,8 +1014,6 @@ def _notification_counts(sandbox):
 
 
 def _demo_steps(sandbox):
-    from nova_lease.sandbox import demo as demo_mod
-
     def _deleted_server_ends_lease(demo):
         before = sum(_notification_counts(sandbox).values())
         demo_mod._boot_leased(demo, 'demo-vm6', {

@@ -34,6 +34,7 @@ from nova_lease.db import api as db_api
 from nova_lease import exception as lease_exception
 from nova_lease import params
 from nova_lease.plugins import flavor as flavor_plugin
+from nova_lease.plugins.flavor import holders as slot_holders
 from nova_lease.plugins.flavor import slots as slot_rules
 from nova_lease.plugins import types
 from nova_lease.scheduler import snapshot
@@ -196,8 +197,6 @@ def lookup_slots(conf, reservation_id, flavor):
     every cell, placement for the servers not on a host yet).
     """
     from nova import context as nova_context
-
-    from nova_lease.plugins.flavor import holders as slot_holders
 
     db = db_api.get_database(conf)
     slots = collections.Counter(a['host'] for a in db_api.allocation_list(

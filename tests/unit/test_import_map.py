@@ -26,35 +26,20 @@ _spec.loader.exec_module(import_map)
 
 _N = 'nova_lease.'
 
-#: The project imports made inside a function today, and why. An import
-#: inside a function hides a cycle from Python's import order (and from
-#: this test's cycle check): none may be added, and each one removed
-#: leaves this list (the test says so). The package map of issue 31
-#: removes the cycles behind the first group.
+#: The project imports made inside a function, and why. An import inside
+#: a function hides a cycle from Python's import order (and from this
+#: test's cycle check): none may be added, and each one removed leaves
+#: this list (the test says so).
 KNOWN_INNER = {
-    # Cycles between packages, hidden (the package map removes them).
-    ('api_ext.servers', 'api_ext.lease_api.errors'): 'cycle',
-    ('api_ext.servers', 'api_ext.shelved'): 'cycle',
-    ('api_ext.servers', 'conf'): 'cycle',
-    ('api_ext.servers', 'db.api'): 'cycle',
-    ('plugins.base', 'compute'): 'cycle',
-    ('plugins.base', 'db.api'): 'cycle',
-    ('plugins.base', 'gate'): 'cycle',
-    ('plugins.flavor.allocation', 'scheduler.inventory'): 'cycle',
-    ('scheduler.request', 'plugins.flavor.holders'): 'cycle',
-    ('cmd.engine', 'compute_hook.service'): 'cycle',
     # Loaded only when used: the sandbox's parts (Nova's test fixtures,
-    # the split deployment) for the command that asks for them, and
+    # the split deployment) for the command that asks for them, its
+    # options and tables once Nova's fixtures have set nova.conf up, and
     # alembic's env.py, which alembic runs as a script.
     ('cmd.sandbox', 'sandbox.runner'): 'lazy',
     ('cmd.sandbox', 'sandbox.split'): 'lazy',
-    ('sandbox.runner', 'sandbox.demo'): 'lazy',
     ('sandbox.runner', 'sandbox.nova_aio'): 'lazy',
     ('sandbox.nova_aio', 'conf'): 'lazy',
     ('sandbox.nova_aio', 'db.migration'): 'lazy',
-    ('sandbox.split', 'sandbox.demo'): 'lazy',
-    ('sandbox.split', 'sandbox.openrc'): 'lazy',
-    ('sandbox.split', 'sandbox.proxy'): 'lazy',
     ('db.alembic.env', 'db.api'): 'script',
 }
 

@@ -39,6 +39,7 @@ from nova_lease.db import api as db_api
 from nova_lease import exception
 from nova_lease import params as lease_params
 from nova_lease.plugins.host import registry
+from nova_lease.scheduler import inventory as nova_inventory
 from nova_lease import status
 
 LOG = logging.getLogger(__name__)
@@ -87,8 +88,6 @@ def capacities(conf):
     memory Nova keeps for the host itself, so a host full by its raw size
     would refuse its last promised boot.
     """
-    from nova_lease.scheduler import inventory as nova_inventory
-
     hosts, _cached = nova_inventory.default_inventory(conf).compute_hosts()
     return {h.name: h.capacity for h in hosts if h.capacity is not None}
 
