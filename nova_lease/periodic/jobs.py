@@ -105,8 +105,9 @@ class ClaimChecker(object):
     confirmations to join, then asks the database about every queued one
     (its own included). Otherwise it waits; when the running query ends,
     the workers it answered go on and one of those still waiting leads
-    the next. Each answer so comes from a query that began after it was
-    asked for, and no worker serves more than its own round.
+    the next, at once (what it answers has gathered meanwhile). Each
+    answer so comes from a query that began after it was asked for, and
+    no worker serves more than its own round.
     """
 
     class _Ask(object):
@@ -141,18 +142,21 @@ class ClaimChecker(object):
             self._queue.append(ask)
             ask.lead = not self._busy
             self._busy = True
+        first = ask.lead
         if not ask.lead:
             ask.wake.acquire()
         if ask.lead:
-            self._serve()
+            # Only the first query of a run of them gathers: the asks of
+            # the next one have gathered while the previous one ran.
+            self._serve(gather=first)
         if ask.error is not None:
             raise ask.error
         return ask.held
 
-    def _serve(self):
+    def _serve(self, gather=True):
         batch = []
         try:
-            if self.gather:
+            if gather and self.gather:
                 time.sleep(self.gather)
             with self._lock:
                 batch, self._queue = self._queue, []

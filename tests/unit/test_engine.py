@@ -727,6 +727,7 @@ class ClaimCheckerTest(testtools.TestCase):
     def setUp(self):
         super().setUp()
         self.queries = []
+        self.began, self.ended = [], []
         self.release = threading.Event()
         self.release.set()
         self.fail = None
@@ -737,7 +738,9 @@ class ClaimCheckerTest(testtools.TestCase):
     def _held(self, db, engine_id, claims):
         claims = list(claims)
         self.queries.append(claims)
+        self.began.append(time.monotonic())
         self.release.wait(5)
+        self.ended.append(time.monotonic())
         if self.fail:
             raise self.fail
         return {c for c in claims if c[0].startswith('mine')}
@@ -786,6 +789,27 @@ class ClaimCheckerTest(testtools.TestCase):
         self.assertEqual({('mine-late', 1): True}, late_answers)
         self.assertEqual([[('mine-first', 1)], [('mine-late', 1)]],
                          self.queries)
+
+    def test_only_the_first_query_of_a_run_gathers(self):
+        # The asks made while a query runs are answered by the next one,
+        # which starts as soon as that query ends (they have gathered).
+        self.checker.gather = 0.5
+        self.release.clear()
+        threads, answers = self._ask_all([('mine-first', 1)])
+        for _ in range(500):
+            if self.queries:
+                break
+            time.sleep(0.01)
+        self.assertGreaterEqual(len(self.began), 1)
+        late, late_answers = self._ask_all([('mine-late%d' % i, 1)
+                                            for i in range(3)])
+        time.sleep(0.05)
+        self.release.set()
+        for thread in threads + late:
+            thread.join(5)
+        self.assertEqual(3, len(late_answers))
+        self.assertEqual(2, len(self.queries))
+        self.assertLess(self.began[1] - self.ended[0], self.checker.gather)
 
     def test_a_failed_query_raises_in_every_worker_it_answered(self):
         self.fail = RuntimeError('database unreachable')
