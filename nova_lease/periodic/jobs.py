@@ -103,11 +103,10 @@ class ClaimChecker(object):
     A worker that needs a confirmation queues it. If no query is running,
     it leads one: it waits ``gather`` seconds for the other workers'
     confirmations to join, then asks the database about every queued one
-    (its own included). Otherwise it waits; once the running query has
-    read its rows, the workers it answered go on and one of those still
-    waiting leads the next, at once (what it answers has gathered
-    meanwhile). Each answer so comes from a query that began after it
-    was asked for, and no worker serves more than its own round.
+    (its own included). Otherwise it waits; when the running query ends,
+    the workers it answered go on and one of those still waiting leads
+    the next. Each answer so comes from a query that began after it was
+    asked for, and no worker serves more than its own round.
     """
 
     class _Ask(object):
@@ -142,64 +141,44 @@ class ClaimChecker(object):
             self._queue.append(ask)
             ask.lead = not self._busy
             self._busy = True
-        first = ask.lead
         if not ask.lead:
             ask.wake.acquire()
         if ask.lead:
-            # Only the first query of a run of them gathers: the asks of
-            # the next one have gathered while the previous one ran.
-            self._serve(gather=first)
+            self._serve()
         if ask.error is not None:
             raise ask.error
         return ask.held
 
-    def _serve(self, gather=True):
+    def _serve(self):
         batch = []
-        answered = False
         try:
-            if gather and self.gather:
+            if self.gather:
                 time.sleep(self.gather)
             with self._lock:
                 batch, self._queue = self._queue, []
             self.queries += 1
             try:
-                with self.db.reader(core=True) as conn:
-                    held = db_api.engine_claims_held(
-                        conn, self.engine_id, [a.claim for a in batch])
-                    for ask in batch:
-                        ask.held = ask.claim in held
-                    # Answered once the rows are read: the workers go on
-                    # (and the next query may begin) while this
-                    # transaction ends, two more round trips (its
-                    # rollback and the connection's reset).
-                    self._answer(batch)
-                    answered = True
+                held = db_api.engine_claims_held(
+                    self.db, self.engine_id, [a.claim for a in batch])
             except Exception as e:
-                if answered:
-                    LOG.debug('A claim check query ended with %s after '
-                              'its answers', e)
-                else:
-                    for ask in batch:
-                        ask.error = e
-        finally:
-            if not answered:
-                self._answer(batch)
-
-    def _answer(self, batch):
-        """Wake the workers of batch; the first of those asked meanwhile
-        leads the next query.
-        """
-        with self._lock:
-            following = self._queue[0] if self._queue else None
-            if following is None:
-                self._busy = False
+                for ask in batch:
+                    ask.error = e
             else:
-                following.lead = True
-        for ask in batch:
-            ask.lead = False
-            ask.wake.release()
-        if following is not None:
-            following.wake.release()
+                for ask in batch:
+                    ask.held = ask.claim in held
+        finally:
+            with self._lock:
+                # The first of those asked meanwhile leads the next query.
+                following = self._queue[0] if self._queue else None
+                if following is None:
+                    self._busy = False
+                else:
+                    following.lead = True
+            for ask in batch:
+                ask.lead = False
+                ask.wake.release()
+            if following is not None:
+                following.wake.release()
 
 
 #: Returned by a worker's callable: this worker thread should exit (it

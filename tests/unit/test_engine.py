@@ -20,7 +20,6 @@ from oslo_service import backend as _service_backend
 if _service_backend.get_backend_type() is None:
     _service_backend.init_backend(_service_backend.BackendType.THREADING)
 
-import contextlib  # noqa: E402
 import datetime  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
@@ -720,30 +719,6 @@ class WorkerPoolTest(testtools.TestCase):
         self.assertEqual([], ran)
 
 
-class _CheckDatabase(object):
-    """A Database whose reader transactions are recorded (and may be
-    held open at their end).
-    """
-
-    def __init__(self):
-        self.open = 0
-        self.closing = threading.Event()
-        self.closing.set()
-        self.fail_at_end = None
-
-    @contextlib.contextmanager
-    def reader(self, core=False):
-        assert core
-        self.open += 1
-        try:
-            yield 'transaction'
-        finally:
-            self.closing.wait(5)
-            self.open -= 1
-        if self.fail_at_end:
-            raise self.fail_at_end
-
-
 class ClaimCheckerTest(testtools.TestCase):
     """Confirmations of claims: batched, each from a query that began
     after it was asked for, every worker answered once.
@@ -752,22 +727,17 @@ class ClaimCheckerTest(testtools.TestCase):
     def setUp(self):
         super().setUp()
         self.queries = []
-        self.began, self.ended = [], []
         self.release = threading.Event()
         self.release.set()
         self.fail = None
         self.useFixture(fixtures.MonkeyPatch(
             'nova_lease.db.api.engine_claims_held', self._held))
-        self.db = _CheckDatabase()
-        self.checker = jobs.ClaimChecker(self.db, 'engine-1')
+        self.checker = jobs.ClaimChecker(None, 'engine-1')
 
     def _held(self, db, engine_id, claims):
-        assert db == 'transaction'
         claims = list(claims)
         self.queries.append(claims)
-        self.began.append(time.monotonic())
         self.release.wait(5)
-        self.ended.append(time.monotonic())
         if self.fail:
             raise self.fail
         return {c for c in claims if c[0].startswith('mine')}
@@ -816,63 +786,6 @@ class ClaimCheckerTest(testtools.TestCase):
         self.assertEqual({('mine-late', 1): True}, late_answers)
         self.assertEqual([[('mine-first', 1)], [('mine-late', 1)]],
                          self.queries)
-
-    def test_only_the_first_query_of_a_run_gathers(self):
-        # The asks made while a query runs are answered by the next one,
-        # which starts as soon as that query ends (they have gathered).
-        self.checker.gather = 0.5
-        self.release.clear()
-        threads, answers = self._ask_all([('mine-first', 1)])
-        for _ in range(500):
-            if self.queries:
-                break
-            time.sleep(0.01)
-        self.assertGreaterEqual(len(self.began), 1)
-        late, late_answers = self._ask_all([('mine-late%d' % i, 1)
-                                            for i in range(3)])
-        time.sleep(0.05)
-        self.release.set()
-        for thread in threads + late:
-            thread.join(5)
-        self.assertEqual(3, len(late_answers))
-        self.assertEqual(2, len(self.queries))
-        self.assertLess(self.began[1] - self.ended[0], self.checker.gather)
-
-    def test_workers_go_on_while_the_transaction_ends(self):
-        # Answered once the rows are read: the workers a query answered,
-        # and the next query, do not wait for its transaction's end.
-        self.db.closing.clear()
-        self.release.clear()
-        first, first_answers = self._ask_all([('mine-a', 1)])
-        for _ in range(500):
-            if self.queries:
-                break
-            time.sleep(0.01)
-        late, late_answers = self._ask_all([('mine-b', 1), ('mine-c', 1)])
-        time.sleep(0.05)
-        self.release.set()
-        for _ in range(500):
-            if late_answers:
-                break
-            time.sleep(0.01)
-        time.sleep(0.05)
-        self.assertEqual(2, len(self.queries))
-        # The leaders of both queries wait for the end of their
-        # transactions; the worker answered by the second one went on.
-        self.assertEqual(2, self.db.open)
-        self.assertEqual({}, first_answers)
-        self.assertEqual(1, len(late_answers))
-        self.db.closing.set()
-        for thread in first + late:
-            thread.join(5)
-        self.assertEqual({('mine-a', 1): True}, first_answers)
-        self.assertEqual({('mine-b', 1): True, ('mine-c', 1): True},
-                         late_answers)
-
-    def test_an_error_at_the_end_of_an_answered_query_is_ignored(self):
-        self.db.fail_at_end = RuntimeError('connection lost at rollback')
-        self.assertTrue(self.checker.held('mine', 1))
-        self.assertFalse(self.checker.held('lost', 1))
 
     def test_a_failed_query_raises_in_every_worker_it_answered(self):
         self.fail = RuntimeError('database unreachable')
