@@ -17,6 +17,11 @@ takes, rows another engine is claiming); SQLite's writer holds the
 database's write lock (BEGIN IMMEDIATE), so its claims are serialised.
 Either way the UPDATEs are conditional (status IN_PROGRESS and
 claimed_by), so a claim is never completed by an engine that lost it.
+
+These functions run Core statements only: their own transactions are
+Core Connections (``core=True``, see ``Database.reader``), without the
+ORM Session that would cost the engine more than the statements of a
+short transaction.
 """
 
 import datetime
@@ -84,27 +89,36 @@ def _ends_in_the_way(session, candidates):
                      if c.event_type == _START_LEASE})
     if not starts:
         return {}
+    return {lease_id: _datetime(when) for lease_id, when in
+            session.execute(_ENDS_IN_THE_WAY, {'starts': starts})}
+
+
+def _ends_in_the_way_query():
     mine = ALLOCATIONS.alias('mine')
     mine_res = RESERVATIONS.alias('mine_res')
     theirs = ALLOCATIONS.alias('theirs')
     theirs_res = RESERVATIONS.alias('theirs_res')
     end = EVENTS.alias('end_event')
-    stmt = (sa.select(mine_res.c.lease_id, sa.func.min(end.c.time))
+    return (sa.select(mine_res.c.lease_id, sa.func.min(end.c.time))
             .select_from(
                 mine.join(mine_res, mine_res.c.id == mine.c.reservation_id)
                 .join(theirs, theirs.c.host == mine.c.host)
                 .join(theirs_res,
                       theirs_res.c.id == theirs.c.reservation_id)
                 .join(end, end.c.lease_id == theirs_res.c.lease_id))
-            .where(mine_res.c.lease_id.in_(starts),
+            .where(mine_res.c.lease_id.in_(sa.bindparam('starts',
+                                                        expanding=True)),
                    theirs_res.c.lease_id != mine_res.c.lease_id,
                    theirs.c.end_date >= mine.c.start_date - END_LOOKBACK,
                    theirs.c.start_date < mine.c.start_date,
                    end.c.event_type == _END_LEASE,
                    end.c.status.in_(_UNFINISHED))
             .group_by(mine_res.c.lease_id))
-    return {lease_id: _datetime(when)
-            for lease_id, when in session.execute(stmt)}
+
+
+# Run at every claim: built once, with a bound parameter (building this
+# join costs more than running it when no start has a host).
+_ENDS_IN_THE_WAY = _ends_in_the_way_query()
 
 
 def _drop_blocked(session, candidates):
@@ -172,7 +186,7 @@ def _claimable(session, where, limit, columns=(EVENTS,)):
 
 
 def locking(stmt, session):
-    if session.get_bind().dialect.name in ('mysql', 'postgresql'):
+    if transaction.dialect_name(session) in ('mysql', 'postgresql'):
         return stmt.with_for_update(skip_locked=True)
     return stmt
 
@@ -236,11 +250,11 @@ def engine_claim_events(db, engine_id, now, limit, on_claim=None):
     an end, its ``'events'`` (read in the claim's transaction).
     """
     now = common.naive_utc(now)
-    with transaction.writing(db) as session:
+    with transaction.writing(db, core=True) as session:
         due = (EVENTS.c.status == 'UNDONE', EVENTS.c.time <= now,
                sa.or_(EVENTS.c.next_attempt_at.is_(None),
                       EVENTS.c.next_attempt_at <= now))
-        locking = session.get_bind().dialect.name in ('mysql', 'postgresql')
+        locking = transaction.dialect_name(session) in ('mysql', 'postgresql')
         # (Where they are read again, locked, their keys are enough.)
         candidates = _claimable(session, due, limit,
                                 _CLAIM_KEYS if locking else (EVENTS,))
@@ -338,7 +352,7 @@ def engine_complete_events(db, engine_id, results, now=None):
     by_id = {r['event_id']: r for r in results}
     if not by_id:
         return []
-    with transaction.writing(db) as session:
+    with transaction.writing(db, core=True) as session:
         owned = set(session.execute(
             sa.select(EVENTS.c.id)
             .where(_still_claimed(by_id, engine_id))
@@ -434,7 +448,7 @@ def engine_refresh_claims(db, engine_id, event_ids, now):
     """Renew ``claimed_at`` of events engine_id still runs; their count."""
     if not event_ids:
         return 0
-    with transaction.writing(db) as session:
+    with transaction.writing(db, core=True) as session:
         return session.execute(
             sa.update(EVENTS)
             .where(_still_claimed(event_ids, engine_id))
@@ -451,7 +465,7 @@ def engine_release_events(db, engine_id, event_ids, reason, now=None):
     if not event_ids:
         return []
     now = common.naive_utc(now or timeutils.utcnow())
-    with transaction.writing(db) as session:
+    with transaction.writing(db, core=True) as session:
         ids = list(session.execute(
             sa.select(EVENTS.c.id)
             .where(_still_claimed(event_ids, engine_id))
@@ -477,7 +491,7 @@ def engine_recover_events(db, now, claim_timeout):
     """
     now = common.naive_utc(now)
     cutoff = now - datetime.timedelta(seconds=claim_timeout)
-    with transaction.writing(db) as session:
+    with transaction.writing(db, core=True) as session:
         stmt = (sa.select(EVENTS.c.id, EVENTS.c.lease_id,
                           EVENTS.c.event_type, EVENTS.c.claimed_by,
                           EVENTS.c.claimed_at, EVENTS.c.attempts)
@@ -505,7 +519,7 @@ def engine_next_event_time(db):
     Like event_next_time, but events waiting for an earlier event of
     their lease do not count.
     """
-    with transaction.reading(db) as session:
+    with transaction.reading(db, core=True) as session:
         first = _claimable(session, (EVENTS.c.status == 'UNDONE',
                                      EVENTS.c.next_attempt_at.is_(None)), 1)
         # A retried event has run: nothing earlier of its lease is left.
@@ -530,7 +544,7 @@ def engine_claims_held(db, engine_id, claims):
     if not claims:
         return set()
     ids = sorted({event_id for event_id, _ in claims})
-    with transaction.reading(db) as conn:
+    with transaction.reading(db, core=True) as conn:
         held = {(row.id, row.attempts) for row in conn.execute(
             sa.select(EVENTS.c.id, EVENTS.c.attempts).where(
                 EVENTS.c.id.in_(ids), EVENTS.c.status == 'IN_PROGRESS',
@@ -560,6 +574,6 @@ def engine_probe(db, horizon):
     claimed or released; a sleeping engine compares it with the one it
     took before its last look.
     """
-    with transaction.reading(db) as session:
+    with transaction.reading(db, core=True) as session:
         return tuple(session.execute(
             _PROBE, {'horizon': common.naive_utc(horizon)}).one())

@@ -276,28 +276,43 @@ class Database(object):
             raise
 
     @contextlib.contextmanager
-    def _transaction(self, writer):
+    def _transaction(self, writer, core=False):
         mode = self._manager.writer if writer else self._manager.reader
+        if core and not (writer and self.backend == 'sqlite'):
+            # (An SQLite writer begins IMMEDIATE through the execution
+            # options of its Session's connection, set before it begins:
+            # it stays a Session.)
+            mode = mode.connection
         with self._lock_timeout_retryable(), self._serialised(), \
                 mode.independent.using(self._scope) as session:
+            # (A Connection's info lives as long as the pooled connection:
+            # set on every checkout.)
             session.info[_WRITER] = writer
             if writer and self.backend == 'sqlite':
                 session.connection(
                     execution_options={_SQLITE_IMMEDIATE: True})
             yield session
 
-    def reader(self):
-        """Context manager: a Session in a read transaction."""
-        return self._transaction(False)
+    def reader(self, core=False):
+        """Context manager: a Session in a read transaction.
 
-    def writer(self):
+        ``core``: a Core Connection instead (enginefacade's connection
+        mode), for code that runs Core statements only: no ORM Session is
+        made, which is most of the cost of a short transaction (the
+        engine's claims, records and claim checks).
+        """
+        return self._transaction(False, core)
+
+    def writer(self, core=False):
         """Context manager: a Session in a write transaction.
 
         It commits when the block ends and rolls back on an exception.
         There are no automatic retries: see :data:`retry_on_deadlock`.
         Pass the session to the functions that should run in it.
+        ``core``: as for :meth:`reader` (an SQLite writer is a Session
+        whatever it says).
         """
-        return self._transaction(True)
+        return self._transaction(True, core)
 
     @contextlib.contextmanager
     def connection(self, writer=True):
@@ -370,25 +385,29 @@ def _is_transaction(db):
 
 
 @contextlib.contextmanager
-def reading(db):
-    """A read transaction: db's own, or db if it is one (a Session)."""
+def reading(db, core=False):
+    """A read transaction: db's own, or db if it is one (a Session or a
+    Connection). ``core``: db's own is a Core Connection (see
+    :meth:`Database.reader`).
+    """
     if _is_transaction(db):
         yield db
     else:
-        with db.reader() as session:
+        with db.reader(core=core) as session:
             yield session
 
 
 @contextlib.contextmanager
-def writing(db):
+def writing(db, core=False):
     """A write transaction: db's own, or db if it is a writer's Session
-    (TransactionError for a reader's).
+    or Connection (TransactionError for a reader's). ``core``: as for
+    :func:`reading`.
     """
     if _is_transaction(db):
         require_writer(db)
         yield db
     else:
-        with db.writer() as session:
+        with db.writer(core=core) as session:
             yield session
 
 
@@ -405,6 +424,11 @@ def connection_of(session):
     if isinstance(session, orm.Session):
         return session.connection()
     return session
+
+
+def dialect_name(session):
+    """The dialect name of a Session's or Connection's database."""
+    return connection_of(session).dialect.name
 
 
 def url_of(session):

@@ -21,11 +21,13 @@ from oslo_serialization import jsonutils
 from oslo_utils import timeutils
 from oslo_utils import uuidutils
 import sqlalchemy as sa
+from sqlalchemy import orm
 
 from nova_lease import conf as lease_conf
 from nova_lease.db import api
 from nova_lease.db import changes
 from nova_lease.db import models
+from nova_lease.db import transaction
 from tests.functional.db import base
 from tests import threads
 
@@ -881,6 +883,38 @@ class _TransactionTests(object):
                     self.assertEqual([], api.lease_list(inner))
         self.assertEqual(['outer'],
                          [x['name'] for x in api.lease_list(self.db)])
+
+    def test_core_transactions(self):
+        # core=True: a Core Connection (no ORM Session) where it can be;
+        # it commits, rolls back and refuses writes like a Session.
+        with self.db.reader(core=True) as conn:
+            self.assertIsInstance(conn, sa.engine.Connection)
+            self.assertRaises(api.TransactionError, api.lease_create,
+                              conn, _lease())
+        with self.db.writer(core=True) as conn:
+            if self.BACKEND == 'sqlite':
+                # The write lock is taken as a Session's transaction
+                # begins (BEGIN IMMEDIATE).
+                self.assertIsInstance(conn, orm.Session)
+            else:
+                self.assertIsInstance(conn, sa.engine.Connection)
+            changes.journal(conn, [('kept', None)])
+
+        class Boom(Exception):
+            pass
+
+        def _fail():
+            with self.db.writer(core=True) as conn:
+                changes.journal(conn, [('rolled-back', None)])
+                raise Boom()
+
+        self.assertRaises(Boom, _fail)
+        with self.db.reader(core=True) as conn:
+            self.assertEqual(['kept'], conn.execute(
+                sa.select(models.LEASE_CHANGES.c.lease_id)).scalars().all())
+            # A reader's Connection does not stay marked a writer's.
+            self.assertRaises(api.TransactionError,
+                              transaction.require_writer, conn)
 
     def test_session_settings(self):
         with self.db.reader() as session:

@@ -13,6 +13,8 @@
 
 import datetime
 
+import sqlalchemy as sa
+
 from nova_lease.db import api
 from nova_lease.periodic import events as lease_events
 from tests.functional.db import base
@@ -288,6 +290,58 @@ class _EngineDbTests(object):
         self.assertEqual(('UNDONE', None, 0, 'engine e1 stopped'),
                          (event['status'], event['claimed_by'],
                           event['attempts'], event['last_error']))
+
+    def _round_trips(self, leases):
+        """Statements and transactions of claiming the due starts of
+        ``leases`` new leases, checking their claims and recording them.
+        """
+        for i in range(leases):
+            self._lease(T0 - _s(i), T0 + _s(60), name='n%d-%d' % (leases, i))
+        statements, transactions = [], []
+        engine = self.db.engine
+        listeners = (
+            ('before_cursor_execute',
+             lambda conn, cursor, statement, *a: statements.append(
+                 statement)),
+            ('commit', lambda conn: transactions.append('commit')),
+            ('rollback', lambda conn: transactions.append('rollback')))
+        for name, listener in listeners:
+            sa.event.listen(engine, name, listener)
+        try:
+            claimed = self._claim(
+                T0, limit=1000,
+                on_claim=lambda event, lease: 'STARTING')
+            held = api.engine_claims_held(
+                self.db, 'e1', [(e['id'], e['attempts']) for e in claimed])
+            done = api.engine_complete_events(self.db, 'e1', [
+                {'event_id': e['id'], 'lease_id': e['lease_id'],
+                 'status': 'DONE', 'lease_status': 'ACTIVE',
+                 'lease_expected': ['STARTING'],
+                 'reservation_status': 'active',
+                 'reservation_expected': ['pending']} for e in claimed],
+                now=T0)
+        finally:
+            for name, listener in listeners:
+                sa.event.remove(engine, name, listener)
+        self.assertEqual(leases, len(claimed))
+        self.assertEqual(leases, len(held))
+        self.assertEqual(leases, len(done))
+        for lease in api.lease_list(self.db):
+            if lease['name'].startswith('n%d-' % leases):
+                self.assertEqual('ACTIVE', lease['status'])
+        return len(statements), len(transactions)
+
+    def test_a_batch_of_events_costs_the_round_trips_of_one(self):
+        # Claiming, checking and recording events costs the same
+        # statements and transactions for 3 events as for 60: batches.
+        few = self._round_trips(3)
+        many = self._round_trips(60)
+        self.assertEqual(few, many)
+        statements, transactions = many
+        # One transaction each; SQLite's also count their BEGIN.
+        self.assertLessEqual(statements,
+                             21 if self.BACKEND == 'sqlite' else 15)
+        self.assertEqual(3, transactions)
 
 
 class EngineDbSQLiteTest(_EngineDbTests, base.SQLiteTestCase):
