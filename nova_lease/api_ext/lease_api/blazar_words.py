@@ -19,14 +19,17 @@ first, then ours in brackets (naming the field and the values)::
     End date must be later than start date. ('end_date' (...) must be ...)
 """
 
+from nova_lease.api_ext.lease_api.schemas import leases as lease_schemas
 from nova_lease import params as lease_params
 
 
 def missing(field, key=None):
-    """The refusal of a missing ``field``: Blazar's message first."""
+    """The refusal of a missing ``field``: Blazar's message first (the
+    lease schema's ``x-missing``).
+    """
     return lease_params.LeaseParamError(
-        field, 'required', "Missing parameter %s ('%s' is required)" % (
-            key or field, field))
+        field, 'required', lease_schemas.MISSING % {'key': key or field,
+                                                    'field': field})
 
 
 #: (field, rule) -> Blazar 18's message for that refusal of a lease body.
