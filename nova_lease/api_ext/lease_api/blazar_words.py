@@ -32,31 +32,20 @@ def missing(field, key=None):
                                                     'field': field})
 
 
-#: (field, rule) -> Blazar 18's message for that refusal of a lease body.
-_BLAZAR_WORDS = {
-    ('end_date', 'order'): 'End date must be later than start date.',
-    ('start_date', 'past'): 'Start date must be later than current date',
-}
-#: Blazar's date format, as its message for an unreadable date names it.
-BLAZAR_DATE_FORMAT = '%Y-%m-%d %H:%M'
-
-
 def in_blazar_words(err, body):
-    """``err`` with Blazar's own message first, where Blazar has one.
+    """``err`` with Blazar's own message first, where Blazar has one
+    (the lease schema's ``x-blazar-words`` of the field).
 
     Blazar's clients and acceptance tests match its messages; ours
     follow in brackets (they name the field and the values).
     """
     if err.rule == 'required' and err.field in lease_params.BODY_KEYS:
         return missing(err.field)
-    words = _BLAZAR_WORDS.get((err.field, err.rule))
-    if words is None and err.rule == 'format' and err.field in (
-            'start_date', 'end_date', 'before_end_date'):
-        value = body.get(err.field)
-        if isinstance(value, str):
-            words = '%s is an invalid date. Required format: %s' % (
-                value, BLAZAR_DATE_FORMAT)
-    if words is None:
+    node = lease_schemas.LEASE['properties'].get(err.field, {})
+    words = node.get('x-blazar-words', {}).get(err.rule)
+    value = body.get(err.field) if isinstance(body, dict) else None
+    if words is None or not isinstance(value, str):
         return err
+    words %= {'value': value}
     return lease_params.LeaseParamError(
         err.field, err.rule, '%s (%s)' % (words, err.reason), err.where)

@@ -23,7 +23,11 @@ it; a required one given as ``null`` is refused by the parser, in the
 same words as a missing one.
 
 The lease's own properties are the nodes of the ``lease_params`` boot
-hint (:mod:`.lease_params`), so that both refuse a value alike.
+hint (:mod:`.lease_params`), so that both refuse a value alike; a date's
+node also carries Blazar 18's words for its refusals by the parser
+(``x-blazar-words``: rule -> message, ``%(value)s`` the value given),
+which :mod:`..blazar_words` puts first: Blazar's clients and acceptance
+tests match them.
 """
 
 from nova_lease.api_ext.lease_api.schemas import lease_params as lp
@@ -82,6 +86,16 @@ RESERVATION = {
 #: Blazar's words for a missing key of a lease body (its clients and
 #: acceptance tests match them), then ours.
 MISSING = "Missing parameter %(key)s ('%(field)s' is required)"
+#: Blazar's date format, as its message for an unreadable date names it.
+BLAZAR_DATE_FORMAT = '%Y-%m-%d %H:%M'
+_INVALID_DATE = ('%%(value)s is an invalid date. Required format: %s'
+                 % BLAZAR_DATE_FORMAT.replace('%', '%%'))
+
+
+def _blazar_words(node, **words):
+    """``node`` (a lease_params node) with Blazar's words by rule."""
+    return dict(node, **{'x-blazar-words': words})
+
 
 #: A lease (POST /leases), as params.parse_lease_body reads it.
 LEASE = {
@@ -92,9 +106,13 @@ LEASE = {
         'events': {'type': ['array', 'null'],
                    'description': 'must be an array'},
         'name': _NAME,
-        'start_date': lp.START,
-        'end_date': _DATE,
-        'before_end_date': _DATE,
+        'start_date': _blazar_words(
+            lp.START, format=_INVALID_DATE,
+            past='Start date must be later than current date'),
+        'end_date': _blazar_words(
+            _DATE, format=_INVALID_DATE,
+            order='End date must be later than start date.'),
+        'before_end_date': _blazar_words(_DATE, format=_INVALID_DATE),
         'on_end': lp.ON_END,
         'retries': lp.RETRIES,
         'lease_type': lp.LEASE_TYPE,
