@@ -142,6 +142,33 @@ class SamePathsTest(testtools.TestCase):
                 self.assertIn(_in_body_names(hint_err.reason),
                               str(api_err), changes)
 
+    def test_blazar_words_first_on_the_api(self):
+        for changes, words in (
+                ({'start': '2026-05-01 00:00'},
+                 "Start date must be later than current date ('start_date'"
+                 " (2026-05-01 00:00) is in the past"),
+                ({'end': '2026-06-01 11:00'},
+                 "End date must be later than start date. ('end_date' "
+                 "(2026-06-01 11:00) must be after 'start_date'"),
+                ({'end': 'next week'},
+                 "next week is an invalid date. Required format: "
+                 "%Y-%m-%d %H:%M ('end_date' must be a date as"),
+                ({'before_end': '2026-02-30 10:00'},
+                 "2026-02-30 10:00 is an invalid date. Required format: "
+                 "%Y-%m-%d %H:%M ('before_end_date' (2026-02-30 10:00) is "
+                 "not a valid date"),
+                ({'end': None},
+                 "Missing parameter end_date ('end_date' is required)"),
+                ({'name': None},
+                 "Missing parameter name ('name' is required)")):
+            values = {'name': 'a', 'start': 'now', 'end': '2026-06-02 12:00'}
+            values.update(changes)
+            err = self._api(values)
+            self.assertTrue(str(err).startswith(words), (words, str(err)))
+        err = self._api({'name': 'a', 'start': 'now'})
+        self.assertEqual(
+            "Missing parameter end_date ('end_date' is required)", str(err))
+
     def test_hint_only_keys(self):
         # duration is the hint's alone; the lease body refuses it.
         for value, rule in ((True, 'type'), ('1.5h', 'format'),
