@@ -450,14 +450,52 @@ def parse_name(value, field):
     return check_text(value, field)
 
 
+def check_not_past(at, now, field):
+    """Refuse (rule ``past``) a date more than START_GRACE before now."""
+    if at < now - START_GRACE:
+        raise _error(field, 'past', "'%s' (%s) is in the past (now is %s)",
+                     field, format_short(at), format_short(now))
+
+
+def check_order(end, start, f_end, f_start):
+    """Refuse (rule ``order``) an ``end`` not after ``start``."""
+    if end <= start:
+        raise _error(f_end, 'order', "'%s' (%s) must be after '%s' (%s)",
+                     f_end, format_short(end), f_start, format_short(start))
+
+
+def check_length(length, max_duration, field, shown, by_end=True):
+    """Refuse (rule ``too_long``) a lease of ``length`` longer than
+    ``max_duration`` (None or zero: no limit); ``field`` (shown as
+    ``shown``) is its end (``by_end``) or its duration.
+    """
+    if not max_duration or length <= max_duration:
+        return
+    limit = format_duration(max_duration)
+    if by_end:
+        raise _error(field, 'too_long', "'%s' (%s) makes the lease %s "
+                     "long; the maximum lease duration is %s", field,
+                     shown, format_duration(length), limit)
+    raise _error(field, 'too_long', "'%s' (%s) is longer than the maximum "
+                 "lease duration (%s)", field, shown, limit)
+
+
+def check_within(at, shown, start, end, field, f_start, f_end):
+    """Refuse (rule ``range``) a before_end time ``at`` (shown as
+    ``shown``) outside ``[start, end)``.
+    """
+    if not start <= at < end:
+        raise _error(field, 'range', "'%s' (%s) must be at or after '%s' (%s)"
+                     " and before '%s' (%s)", field, shown, f_start,
+                     format_short(start), f_end, format_short(end))
+
+
 def _parse_start(value, now, field):
     if value is None or (isinstance(value, str) and
                          value.strip().lower() == 'now'):
         return now, True
     start = parse_datetime(value, field)
-    if start < now - START_GRACE:
-        raise _error(field, 'past', "'%s' (%s) is in the past (now is %s)",
-                     field, format_short(start), format_short(now))
+    check_not_past(start, now, field)
     if start <= now:
         return now, True
     return start, False
@@ -478,23 +516,13 @@ def _parse_end(data, names, start, max_duration):
     if end_raw is not None:
         field = f_end
         end = parse_datetime(end_raw, f_end)
-        if end <= start:
-            raise _error(f_end, 'order', "'%s' (%s) must be after '%s' (%s)",
-                         f_end, format_short(end), names['start'],
-                         format_short(start))
+        check_order(end, start, f_end, names['start'])
         length, shown = end - start, format_short(end)
     else:
         field = f_dur
         length = parse_duration(dur_raw, f_dur)
         shown = format_duration(length)
-    if max_duration and length > max_duration:
-        limit = format_duration(max_duration)
-        if field == f_end:
-            raise _error(field, 'too_long', "'%s' (%s) makes the lease %s "
-                         "long; the maximum lease duration is %s", field,
-                         shown, format_duration(length), limit)
-        raise _error(field, 'too_long', "'%s' (%s) is longer than the maximum "
-                     "lease duration (%s)", field, shown, limit)
+    check_length(length, max_duration, field, shown, by_end=field == f_end)
     try:
         return start + length
     except OverflowError:
@@ -530,10 +558,7 @@ def _parse_before_end(value, names, start, end, allow_minutes):
                 names['end'])
         at = _parse_datetime(value, field, accepted)
         shown = format_short(at)
-    if not start <= at < end:
-        raise _error(field, 'range', "'%s' (%s) must be at or after '%s' (%s)"
-                     " and before '%s' (%s)", field, shown, names['start'],
-                     format_short(start), names['end'], format_short(end))
+    check_within(at, shown, start, end, field, names['start'], names['end'])
     return at
 
 
