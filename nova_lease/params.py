@@ -11,7 +11,12 @@
 # under the License.
 """Parsing and validation of lease parameters (pure: no I/O, no clock).
 
-Two inputs share one set of rules:
+Two inputs share one set of rules, checked in two steps: their shape
+(keys and JSON types) against their JSON schema (the lease API's
+``schemas.lease_params.LEASE_PARAMS`` and ``schemas.leases.LEASE``,
+whose properties share their nodes, and so their messages;
+:func:`check_shape`), then their meaning here, on the shape-checked
+object (:func:`_build`, the same for both):
 
 * the ``lease_params`` boot hint (:func:`parse_lease_params`): a *string*
   holding a JSON object with the keys ``name``, ``start``, ``end``,
@@ -409,40 +414,88 @@ def default_before_end(start, end, minutes_before_end_lease):
     return end - ahead
 
 
-def _check_keys(data, allowed):
-    unknown = sorted(str(k) for k in data if k not in allowed)
-    if unknown:
-        raise _error(unknown[0], 'unknown_key', "%s: unknown key%s; the "
-                     "allowed keys are %s",
-                     ', '.join("'%s'" % k for k in unknown),
-                     's' if len(unknown) > 1 else '',
-                     ', '.join(sorted(allowed)))
+#: Compiled schemas (nova_lease.api_ext.lease_api.validation.Schema), by
+#: name in the schemas package: see :func:`check_shape`.
+_SCHEMAS = {}
+
+
+def check_shape(data, schema):
+    """Check ``data`` against a schema of the lease API's schemas package
+    (``'lease_params.LEASE_PARAMS'``, ``'leases.LEASE'``): its keys and
+    JSON types, refused in the words the schema carries (a
+    LeaseParamError naming the field). The semantic checks of this
+    module take what it accepted.
+    """
+    compiled = _SCHEMAS.get(schema)
+    if compiled is None:
+        # (Imported here: the schemas use this module's constants.)
+        import importlib
+
+        from nova_lease.api_ext.lease_api import validation
+        module, name = schema.rsplit('.', 1)
+        compiled = validation.Schema(getattr(importlib.import_module(
+            'nova_lease.api_ext.lease_api.schemas.' + module), name))
+        _SCHEMAS[schema] = compiled
+    return compiled.validate(data)
 
 
 def parse_name(value, field):
-    """A lease name: a non-blank string of printable text, at most
-    NAME_MAX_LENGTH characters; LeaseParamError naming ``field`` if not.
+    """A lease name (a string: the schemas check the type): non-blank
+    printable text, at most NAME_MAX_LENGTH characters; LeaseParamError
+    naming ``field`` if not.
     """
-    if not isinstance(value, str):
-        raise _error(field, 'type', "'%s' must be a string, got %s", field,
-                     json_type(value))
     if not value.strip() or len(value) > NAME_MAX_LENGTH:
         raise _error(field, 'range', "'%s' must be a non-blank string of at "
                      "most %d characters", field, NAME_MAX_LENGTH)
     return check_text(value, field)
 
 
+def check_not_past(at, now, field):
+    """Refuse (rule ``past``) a date more than START_GRACE before now."""
+    if at < now - START_GRACE:
+        raise _error(field, 'past', "'%s' (%s) is in the past (now is %s)",
+                     field, format_short(at), format_short(now))
+
+
+def check_order(end, start, f_end, f_start):
+    """Refuse (rule ``order``) an ``end`` not after ``start``."""
+    if end <= start:
+        raise _error(f_end, 'order', "'%s' (%s) must be after '%s' (%s)",
+                     f_end, format_short(end), f_start, format_short(start))
+
+
+def check_length(length, max_duration, field, shown, by_end=True):
+    """Refuse (rule ``too_long``) a lease of ``length`` longer than
+    ``max_duration`` (None or zero: no limit); ``field`` (shown as
+    ``shown``) is its end (``by_end``) or its duration.
+    """
+    if not max_duration or length <= max_duration:
+        return
+    limit = format_duration(max_duration)
+    if by_end:
+        raise _error(field, 'too_long', "'%s' (%s) makes the lease %s "
+                     "long; the maximum lease duration is %s", field,
+                     shown, format_duration(length), limit)
+    raise _error(field, 'too_long', "'%s' (%s) is longer than the maximum "
+                 "lease duration (%s)", field, shown, limit)
+
+
+def check_within(at, shown, start, end, field, f_start, f_end):
+    """Refuse (rule ``range``) a before_end time ``at`` (shown as
+    ``shown``) outside ``[start, end)``.
+    """
+    if not start <= at < end:
+        raise _error(field, 'range', "'%s' (%s) must be at or after '%s' (%s)"
+                     " and before '%s' (%s)", field, shown, f_start,
+                     format_short(start), f_end, format_short(end))
+
+
 def _parse_start(value, now, field):
     if value is None or (isinstance(value, str) and
                          value.strip().lower() == 'now'):
         return now, True
-    if not isinstance(value, str):
-        raise _error(field, 'type', "'%s' must be \"now\" or a date string, "
-                     "got %s", field, json_type(value))
     start = parse_datetime(value, field)
-    if start < now - START_GRACE:
-        raise _error(field, 'past', "'%s' (%s) is in the past (now is %s)",
-                     field, format_short(start), format_short(now))
+    check_not_past(start, now, field)
     if start <= now:
         return now, True
     return start, False
@@ -463,23 +516,13 @@ def _parse_end(data, names, start, max_duration):
     if end_raw is not None:
         field = f_end
         end = parse_datetime(end_raw, f_end)
-        if end <= start:
-            raise _error(f_end, 'order', "'%s' (%s) must be after '%s' (%s)",
-                         f_end, format_short(end), names['start'],
-                         format_short(start))
+        check_order(end, start, f_end, names['start'])
         length, shown = end - start, format_short(end)
     else:
         field = f_dur
         length = parse_duration(dur_raw, f_dur)
         shown = format_duration(length)
-    if max_duration and length > max_duration:
-        limit = format_duration(max_duration)
-        if field == f_end:
-            raise _error(field, 'too_long', "'%s' (%s) makes the lease %s "
-                         "long; the maximum lease duration is %s", field,
-                         shown, format_duration(length), limit)
-        raise _error(field, 'too_long', "'%s' (%s) is longer than the maximum "
-                     "lease duration (%s)", field, shown, limit)
+    check_length(length, max_duration, field, shown, by_end=field == f_end)
     try:
         return start + length
     except OverflowError:
@@ -515,19 +558,13 @@ def _parse_before_end(value, names, start, end, allow_minutes):
                 names['end'])
         at = _parse_datetime(value, field, accepted)
         shown = format_short(at)
-    if not start <= at < end:
-        raise _error(field, 'range', "'%s' (%s) must be at or after '%s' (%s)"
-                     " and before '%s' (%s)", field, shown, names['start'],
-                     format_short(start), names['end'], format_short(end))
+    check_within(at, shown, start, end, field, names['start'], names['end'])
     return at
 
 
 def _parse_on_end(value, field):
     if value is None:
         return None
-    if not isinstance(value, str):
-        raise _error(field, 'type', "'%s' must be a string, got %s", field,
-                     json_type(value))
     if value not in ON_END_ACTIONS:
         raise _error(field, 'choice', "'%s' must be one of %s, got %s",
                      field, ', '.join(ON_END_ACTIONS), quoted(value))
@@ -537,9 +574,6 @@ def _parse_on_end(value, field):
 def _parse_retries(value, field):
     if value is None:
         return None
-    if not _is_int(value):
-        raise _error(field, 'type', "'%s' must be an integer, got %s", field,
-                     json_type(value))
     if not 0 <= value <= MAX_RETRIES:
         raise _error(field, 'range', "'%s' (%d) must be between 0 and %d",
                      field, value, MAX_RETRIES)
@@ -547,6 +581,10 @@ def _parse_retries(value, field):
 
 
 def _build(data, names, now, max_duration, default_name=None):
+    """The semantic checks of a lease, on ``data`` whose keys and JSON
+    types its schema accepted (:func:`check_shape`); ``names`` are the
+    fields as the user named them (the hint's or the lease body's).
+    """
     name = data.get(names['name'])
     if name is None:
         if default_name is None:
@@ -633,7 +671,7 @@ def parse_lease_params(raw, now, max_duration=None, default_name=None):
             raise _error('lease_params', 'type', "'lease_params' must be a "
                          "JSON object such as {\"end\": \"2026-12-01 16:07\"}"
                          ", got %s", json_type(data))
-        _check_keys(data, frozenset(_HINT_NAMES))
+        check_shape(data, 'lease_params.LEASE_PARAMS')
         return _build(data, _HINT_NAMES, now, max_duration, default_name)
     except LeaseParamError as e:
         raise e.within('lease_params') from None
@@ -644,16 +682,10 @@ def _parse_reservations(value):
     # its events still run, and it goes ACTIVE, then TERMINATED.
     if value is None:
         return []
-    if not isinstance(value, list):
-        raise _error('reservations', 'type', "'reservations' must be an "
-                     "array of objects, got %s", json_type(value))
     for i, item in enumerate(value):
         field = 'reservations[%d]' % i
-        if not isinstance(item, dict):
-            raise _error(field, 'type', "'%s' must be an object, got %s",
-                         field, json_type(item))
         rtype = item.get('resource_type')
-        if not isinstance(rtype, str) or not rtype.strip():
+        if rtype is None or not rtype.strip():
             field += '.resource_type'
             raise _error(field, 'required' if rtype is None else 'type',
                          "'%s' must be a non-blank string such as "
@@ -673,14 +705,9 @@ def parse_lease_body(body, now, max_duration=None):
     if not isinstance(body, dict):
         raise _error('lease', 'type', "'lease' must be a JSON object, got %s",
                      json_type(body))
-    _check_keys(body, BODY_KEYS)
-    events = body.get('events')
-    if events is not None:
-        if not isinstance(events, list):
-            raise _error('events', 'type', "'events' must be an array, got "
-                         "%s", json_type(events))
-        if events:
-            raise _error('events', 'unsupported', "'events' must be empty: "
-                         "lease events are created from the lease dates")
+    check_shape(body, 'leases.LEASE')
+    if body.get('events'):
+        raise _error('events', 'unsupported', "'events' must be empty: "
+                     "lease events are created from the lease dates")
     params = _build(body, _BODY_NAMES, now, max_duration)
     return params, _parse_reservations(body.get('reservations'))

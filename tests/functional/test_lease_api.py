@@ -439,7 +439,15 @@ class LeaseAPITest(LeaseAPIMixin, base.LeaseFunctionalBase):
         # End before start, and unknown keys: 400.
         body = self.api.api_put(url_a, {'end_date': self._at(hours=2)},
                                 check_response_status=[400]).body
-        self.assertIn('end_date', body['error_message'])
+        self.assertIn("'end_date' (2030-01-01 14:00) must be after "
+                      "'start_date' (2030-01-01 15:00)",
+                      body['error_message'])
+        # A warning outside the lease: refused as in a new lease's body.
+        body = self.api.api_put(url_a, {'before_end_date': self._at(hours=5)},
+                                check_response_status=[400]).body
+        self.assertIn("'before_end_date' (2030-01-01 17:00) must be at or "
+                      "after 'start_date' (2030-01-01 15:00) and before "
+                      "'end_date' (2030-01-01 16:00)", body['error_message'])
         self.api.api_put(url_a, {'colour': 'red'},
                          check_response_status=[400])
         # Delete b: its host is free again, a can move there.

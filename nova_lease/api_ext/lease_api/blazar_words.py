@@ -19,41 +19,33 @@ first, then ours in brackets (naming the field and the values)::
     End date must be later than start date. ('end_date' (...) must be ...)
 """
 
+from nova_lease.api_ext.lease_api.schemas import leases as lease_schemas
 from nova_lease import params as lease_params
 
 
 def missing(field, key=None):
-    """The refusal of a missing ``field``: Blazar's message first."""
+    """The refusal of a missing ``field``: Blazar's message first (the
+    lease schema's ``x-missing``).
+    """
     return lease_params.LeaseParamError(
-        field, 'required', "Missing parameter %s ('%s' is required)" % (
-            key or field, field))
-
-
-#: (field, rule) -> Blazar 18's message for that refusal of a lease body.
-_BLAZAR_WORDS = {
-    ('end_date', 'order'): 'End date must be later than start date.',
-    ('start_date', 'past'): 'Start date must be later than current date',
-}
-#: Blazar's date format, as its message for an unreadable date names it.
-BLAZAR_DATE_FORMAT = '%Y-%m-%d %H:%M'
+        field, 'required', lease_schemas.MISSING % {'key': key or field,
+                                                    'field': field})
 
 
 def in_blazar_words(err, body):
-    """``err`` with Blazar's own message first, where Blazar has one.
+    """``err`` with Blazar's own message first, where Blazar has one
+    (the lease schema's ``x-blazar-words`` of the field).
 
     Blazar's clients and acceptance tests match its messages; ours
     follow in brackets (they name the field and the values).
     """
     if err.rule == 'required' and err.field in lease_params.BODY_KEYS:
         return missing(err.field)
-    words = _BLAZAR_WORDS.get((err.field, err.rule))
-    if words is None and err.rule == 'format' and err.field in (
-            'start_date', 'end_date', 'before_end_date'):
-        value = body.get(err.field)
-        if isinstance(value, str):
-            words = '%s is an invalid date. Required format: %s' % (
-                value, BLAZAR_DATE_FORMAT)
-    if words is None:
+    node = lease_schemas.LEASE['properties'].get(err.field, {})
+    words = node.get('x-blazar-words', {}).get(err.rule)
+    value = body.get(err.field) if isinstance(body, dict) else None
+    if words is None or not isinstance(value, str):
         return err
+    words %= {'value': value}
     return lease_params.LeaseParamError(
         err.field, err.rule, '%s (%s)' % (words, err.reason), err.where)

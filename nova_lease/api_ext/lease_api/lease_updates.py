@@ -60,11 +60,7 @@ def new_window(lease, body, now):
             raise lease_params.LeaseParamError(
                 'start_date', 'unsupported', "'start_date' cannot change: "
                 "the lease has started (%s)" % lease['status'])
-        if start < now - lease_params.START_GRACE:
-            raise lease_params.LeaseParamError(
-                'start_date', 'past', "'start_date' (%s) is in the past "
-                "(now is %s)" % (lease_params.format_short(start),
-                                 lease_params.format_short(now)))
+        lease_params.check_not_past(start, now, 'start_date')
         start = max(start, now)
     else:
         start = lease['start_date']
@@ -80,32 +76,17 @@ def new_window(lease, body, now):
         # As in Blazar, whose dates have no seconds: an end in the
         # current minute ends the lease now.
         end = now
-    if end <= start:
-        raise lease_params.LeaseParamError(
-            'end_date', 'order', "'end_date' (%s) must be after "
-            "'start_date' (%s)" % (lease_params.format_short(end),
-                                   lease_params.format_short(start)))
-    limit = common.max_duration()
-    if limit and end - start > limit:
-        raise lease_params.LeaseParamError(
-            'end_date', 'too_long', "'end_date' (%s) makes the lease %s "
-            "long; the maximum lease duration is %s" % (
-                lease_params.format_short(end),
-                lease_params.format_duration(end - start),
-                lease_params.format_duration(limit)))
-    if before_end is not None and not start <= before_end < end:
-        raise lease_params.LeaseParamError(
-            'before_end_date', 'range', "'before_end_date' (%s) must be at "
-            "or after 'start_date' and before 'end_date'"
-            % lease_params.format_short(before_end))
+    # (The rules of a new lease's dates, params'.)
+    lease_params.check_order(end, start, 'end_date', 'start_date')
+    lease_params.check_length(end - start, common.max_duration(),
+                              'end_date', lease_params.format_short(end))
+    if before_end is not None:
+        lease_params.check_within(
+            before_end, lease_params.format_short(before_end), start, end,
+            'before_end_date', 'start_date', 'end_date')
     if before_end is not None and before_end < now:
         # (A started lease: its start may be in the past.)
-        if before_end < now - lease_params.START_GRACE:
-            raise lease_params.LeaseParamError(
-                'before_end_date', 'past', "'before_end_date' (%s) is in "
-                "the past (now is %s)" % (
-                    lease_params.format_short(before_end),
-                    lease_params.format_short(now)))
+        lease_params.check_not_past(before_end, now, 'before_end_date')
         before_end = now
     if before_end is None and (end != lease['end_date'] or
                                start != lease['start_date']):

@@ -15,10 +15,10 @@ JSON schemas (draft 2020-12, as nova.api.validation).
 The router checks a request against the schemas its route declares
 before the handler runs: the body once :func:`json_body` has read it,
 the query string as a dict of its last value per name (what
-``req.GET.get`` gives). The first refusal in the schema's order (as
-Nova) is a 400 in Blazar's shape, in the words of the parsers and
-handlers that check the same rules, so that a refusal reads the same
-whichever layer makes it. The field is named as the user wrote it
+``req.GET.get`` gives); :mod:`nova_lease.params` checks the
+``lease_params`` boot hint against its schema the same way. A refusal
+is a 400 in Blazar's shape, in the words its schema node carries: this
+module knows no field. The field is named as the user wrote it
 (``reservations[0].min``):
 
 * a refused value: :class:`~nova_lease.params.LeaseParamError`
@@ -32,8 +32,9 @@ whichever layer makes it. The field is named as the user wrote it
   ``x-unknown-key`` template (``%(key)s``: the first unknown field,
   ``%(allowed)s``), by default params' ``'a', 'b': unknown keys; the
   allowed keys are ...``;
-* a missing key (``required``): its property's ``x-reason``, else
-  Blazar's ``Missing parameter <key>`` (``'<field>' is required``);
+* a missing key (``required``): its property's ``x-reason``, else the
+  node's ``x-missing`` template (``%(field)s``, ``%(key)s``: the missing
+  key), by default params' ``'<field>' is required``;
 * a string of format ``text`` (free text) with a control character:
   :func:`nova_lease.params.check_text`'s message.
 
@@ -50,13 +51,14 @@ import jsonschema
 from oslo_serialization import jsonutils
 from oslo_utils import strutils
 
-from nova_lease.api_ext.lease_api import blazar_words
 from nova_lease.api_ext.lease_api import errors
 from nova_lease import params as lease_params
 
 #: The default ``x-unknown-key`` (params' own words).
 UNKNOWN_KEYS = ('%(keys)s: unknown key%(s)s; the allowed keys are '
                 '%(allowed)s')
+#: The default ``x-missing`` (params' own words).
+MISSING = "'%(field)s' is required"
 
 _FORMATS = jsonschema.FormatChecker(formats=())
 
@@ -146,9 +148,12 @@ def _refusal(error, path):
     if keyword == 'required':
         missing = next(k for k in error.validator_value if k not in instance)
         field = field_name(path + [missing])
+        template = node.get('x-missing', MISSING)
         node = node.get('properties', {}).get(missing, {})
         if 'x-reason' not in node:
-            return blazar_words.missing(field, missing)
+            return lease_params.LeaseParamError(
+                field, 'required', template % {'field': field,
+                                               'key': missing})
         path, instance = path + [missing], None
     if keyword == 'format' and error.validator_value == 'text':
         try:

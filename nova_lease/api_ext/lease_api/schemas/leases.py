@@ -11,29 +11,30 @@
 # under the License.
 """Schemas of ``/leases``: the shape of a lease body (Blazar v1).
 
-They check keys, JSON types and required keys; the values (dates, their
-order, durations, names, host requests) are checked by
-:func:`nova_lease.params.parse_lease_body`,
+They check keys, JSON types and required keys, each node carrying the
+message of its refusal (``description``: the requirement, as in
+``'retries' must be an integer, got a string``; ``x-missing``: the
+words of a missing key; see :mod:`..validation`). The values (dates,
+their order, durations, names, host requests) are checked on the
+shape-checked body by :func:`nova_lease.params.parse_lease_body`,
 :func:`nova_lease.plugins.host.request.parse_host_request` and the
 handlers. JSON ``null`` counts as absent, so optional properties accept
 it; a required one given as ``null`` is refused by the parser, in the
 same words as a missing one.
 
-Properties are listed in the order the parsers check them, so that the
-first refusal is the one they would give. A ``description`` is the
-requirement a refusal states: ``'retries' must be an integer, got a
-string``.
+The lease's own properties are the nodes of the ``lease_params`` boot
+hint (:mod:`.lease_params`), so that both refuse a value alike; a date's
+node also carries Blazar 18's words for its refusals by the parser
+(``x-blazar-words``: rule -> message, ``%(value)s`` the value given),
+which :mod:`..blazar_words` puts first: Blazar's clients and acceptance
+tests match them.
 """
 
-from nova_lease import params
+from nova_lease.api_ext.lease_api.schemas import lease_params as lp
 from nova_lease.plugins.host import allocation as host_allocation
-from nova_lease.plugins.host import request as host_request
 
-_DATE = {'type': ['string', 'null'],
-         'description': 'must be a date string (%s)'
-                        % params.DATE_FORMATS_HELP}
-_NAME = {'type': ['string', 'null'], 'format': 'text',
-         'description': 'must be a string'}
+_DATE = lp.DATE
+_NAME = lp.NAME
 # min, max and the sizes: an integer, or a string of digits (Blazar and
 # its client send both).
 _COUNT = {'type': ['integer', 'string', 'null'],
@@ -67,31 +68,6 @@ HOST_RESERVATION = {
 }
 
 RESERVATION = {
-    'additionalProperties': False,
-    'x-unknown-key': "'%(key)s': unknown key; the keys of a physical:host "
-                     "reservation are %(allowed)s",
-    'properties': {
-        'resource_type': {'const': host_allocation.RESOURCE_TYPE},
-        'min': _COUNT,
-        'max': _COUNT,
-        'region': {'description': "this cloud's region"},
-        'before_end': {
-            'description': ', '.join(host_request.BEFORE_END_ACTIONS)},
-        'vcpus': _COUNT,
-        'memory_mb': _COUNT,
-        'disk_gb': _COUNT,
-        'availability_zone': {'description': 'a zone name'},
-        # (Its keys, then their values, are checked by the parser.)
-        'extra_specs': {
-            'type': ['object', 'string', 'null'],
-            'description': 'must be an object of extra spec keys to values',
-        },
-        'hypervisor_properties': {'description': 'a Blazar JSON query'},
-        'resource_properties': {'description': 'a Blazar JSON query'},
-    },
-}
-
-RESERVATION = {
     'type': 'object',
     'description': 'must be an object',
     'properties': {
@@ -107,24 +83,39 @@ RESERVATION = {
     'then': HOST_RESERVATION,
 }
 
+#: Blazar's words for a missing key of a lease body (its clients and
+#: acceptance tests match them), then ours.
+MISSING = "Missing parameter %(key)s ('%(field)s' is required)"
+#: Blazar's date format, as its message for an unreadable date names it.
+BLAZAR_DATE_FORMAT = '%Y-%m-%d %H:%M'
+_INVALID_DATE = ('%%(value)s is an invalid date. Required format: %s'
+                 % BLAZAR_DATE_FORMAT.replace('%', '%%'))
+
+
+def _blazar_words(node, **words):
+    """``node`` (a lease_params node) with Blazar's words by rule."""
+    return dict(node, **{'x-blazar-words': words})
+
+
 #: A lease (POST /leases), as params.parse_lease_body reads it.
 LEASE = {
     'type': 'object',
     'additionalProperties': False,
+    'x-missing': MISSING,
     'properties': {
         'events': {'type': ['array', 'null'],
                    'description': 'must be an array'},
         'name': _NAME,
-        'start_date': {'type': ['string', 'null'],
-                       'description': 'must be "now" or a date string'},
-        'end_date': _DATE,
-        'before_end_date': _DATE,
-        'on_end': {'type': ['string', 'null'],
-                   'description': 'must be a string'},
-        'retries': {'type': ['integer', 'null'],
-                    'description': 'must be an integer'},
-        'lease_type': {'type': ['string', 'null'],
-                       'description': 'must be a string'},
+        'start_date': _blazar_words(
+            lp.START, format=_INVALID_DATE,
+            past='Start date must be later than current date'),
+        'end_date': _blazar_words(
+            _DATE, format=_INVALID_DATE,
+            order='End date must be later than start date.'),
+        'before_end_date': _blazar_words(_DATE, format=_INVALID_DATE),
+        'on_end': lp.ON_END,
+        'retries': lp.RETRIES,
+        'lease_type': lp.LEASE_TYPE,
         'reservations': {
             'type': ['array', 'null'],
             'description': 'must be an array of objects',
