@@ -14,16 +14,18 @@
 Two inputs share one set of rules, checked in two steps: their shape
 (keys and JSON types) against their JSON schema (the lease API's
 ``schemas.lease_params.LEASE_PARAMS`` and ``schemas.leases.LEASE``,
-whose properties share their nodes, and so their messages;
-:func:`check_shape`), then their meaning here, on the shape-checked
-object (:func:`_build`, the same for both):
+whose properties share their nodes, and so their messages; checked by
+nova_lease.api_ext.lease_api.validation, which parses both inputs), then
+their meaning here, on the shape-checked object (:func:`_build`, the same
+for both):
 
-* the ``lease_params`` boot hint (:func:`parse_lease_params`): a *string*
+* the ``lease_params`` boot hint (:func:`load_lease_params`, then
+  :func:`build_lease_params`): a *string*
   holding a JSON object with the keys ``name``, ``start``, ``end``,
   ``duration``, ``before_end``, ``on_end``, ``retries``. Nova hands hints
   over as lists of strings; the caller unwraps the list, this module only
   takes the string.
-* the Blazar v1 lease body (:func:`parse_lease_body`): ``name``,
+* the Blazar v1 lease body (:func:`build_lease_body`): ``name``,
   ``start_date``, ``end_date``, ``before_end_date``, ``reservations``,
   ``events``, plus our ``on_end`` and ``retries``. Errors use these names.
 
@@ -414,31 +416,6 @@ def default_before_end(start, end, minutes_before_end_lease):
     return end - ahead
 
 
-#: Compiled schemas (nova_lease.api_ext.lease_api.validation.Schema), by
-#: name in the schemas package: see :func:`check_shape`.
-_SCHEMAS = {}
-
-
-def check_shape(data, schema):
-    """Check ``data`` against a schema of the lease API's schemas package
-    (``'lease_params.LEASE_PARAMS'``, ``'leases.LEASE'``): its keys and
-    JSON types, refused in the words the schema carries (a
-    LeaseParamError naming the field). The semantic checks of this
-    module take what it accepted.
-    """
-    compiled = _SCHEMAS.get(schema)
-    if compiled is None:
-        # (Imported here: the schemas use this module's constants.)
-        import importlib
-
-        from nova_lease.api_ext.lease_api import validation
-        module, name = schema.rsplit('.', 1)
-        compiled = validation.Schema(getattr(importlib.import_module(
-            'nova_lease.api_ext.lease_api.schemas.' + module), name))
-        _SCHEMAS[schema] = compiled
-    return compiled.validate(data)
-
-
 def parse_name(value, field):
     """A lease name (a string: the schemas check the type): non-blank
     printable text, at most NAME_MAX_LENGTH characters; LeaseParamError
@@ -582,7 +559,7 @@ def _parse_retries(value, field):
 
 def _build(data, names, now, max_duration, default_name=None):
     """The semantic checks of a lease, on ``data`` whose keys and JSON
-    types its schema accepted (:func:`check_shape`); ``names`` are the
+    types its schema accepted; ``names`` are the
     fields as the user named them (the hint's or the lease body's).
     """
     name = data.get(names['name'])
@@ -644,37 +621,43 @@ def _unique_keys(pairs):
     return data
 
 
-def parse_lease_params(raw, now, max_duration=None, default_name=None):
-    """Parse the ``lease_params`` hint string into :class:`LeaseParams`.
+def load_lease_params(raw):
+    """The JSON object of the ``lease_params`` hint string ``raw``.
 
-    :param raw: the hint value, a string holding a JSON object.
+    Its shape (keys, JSON types) is the schema's to check
+    (``schemas.lease_params.LEASE_PARAMS``, see
+    nova_lease.api_ext.lease_api.validation.parse_lease_params); its
+    meaning :func:`build_lease_params`'.
+    :raises LeaseParamError: naming ``lease_params``.
+    """
+    if not isinstance(raw, str):
+        raise _error('lease_params', 'type', "'lease_params' must be a "
+                     "string holding a JSON object, got %s", json_type(raw))
+    if len(raw) > MAX_RAW_LENGTH:
+        raise _error('lease_params', 'range', "'lease_params' is longer "
+                     "than %d characters", MAX_RAW_LENGTH)
+    try:
+        data = json.loads(raw, object_pairs_hook=_unique_keys)
+    except (ValueError, RecursionError) as e:
+        raise _error('lease_params', 'format', "'lease_params' is not "
+                     "valid JSON (%s)", e) from None
+    if not isinstance(data, dict):
+        raise _error('lease_params', 'type', "'lease_params' must be a "
+                     "JSON object such as {\"end\": \"2026-12-01 16:07\"}"
+                     ", got %s", json_type(data))
+    return data
+
+
+def build_lease_params(data, now, max_duration=None, default_name=None):
+    """The :class:`LeaseParams` of a shape-checked ``lease_params`` object.
+
     :param now: the current time, naive UTC.
     :param max_duration: longest lease allowed (timedelta), None/0 = any.
     :param default_name: the name used when the hint gives none; when None
         the name is required.
-    :raises LeaseParamError: its message starts with ``lease_params:``.
+    :raises LeaseParamError: naming the hint's keys.
     """
-    try:
-        if not isinstance(raw, str):
-            raise _error('lease_params', 'type', "'lease_params' must be a "
-                         "string holding a JSON object, got %s",
-                         json_type(raw))
-        if len(raw) > MAX_RAW_LENGTH:
-            raise _error('lease_params', 'range', "'lease_params' is longer "
-                         "than %d characters", MAX_RAW_LENGTH)
-        try:
-            data = json.loads(raw, object_pairs_hook=_unique_keys)
-        except (ValueError, RecursionError) as e:
-            raise _error('lease_params', 'format', "'lease_params' is not "
-                         "valid JSON (%s)", e) from None
-        if not isinstance(data, dict):
-            raise _error('lease_params', 'type', "'lease_params' must be a "
-                         "JSON object such as {\"end\": \"2026-12-01 16:07\"}"
-                         ", got %s", json_type(data))
-        check_shape(data, 'lease_params.LEASE_PARAMS')
-        return _build(data, _HINT_NAMES, now, max_duration, default_name)
-    except LeaseParamError as e:
-        raise e.within('lease_params') from None
+    return _build(data, _HINT_NAMES, now, max_duration, default_name)
 
 
 def _parse_reservations(value):
@@ -694,18 +677,16 @@ def _parse_reservations(value):
     return [dict(item) for item in value]
 
 
-def parse_lease_body(body, now, max_duration=None):
-    """Parse a Blazar v1 lease-create body.
+def build_lease_body(body, now, max_duration=None):
+    """The meaning of a shape-checked Blazar v1 lease-create body
+    (``schemas.leases.LEASE``, see
+    nova_lease.api_ext.lease_api.validation.parse_lease_body).
 
     :returns: ``(LeaseParams, reservations)``, the reservations being
         shallow copies of the request's objects (each has a string
         ``resource_type``; the resource plugins check the rest).
     :raises LeaseParamError: fields named as in Blazar (``start_date``...).
     """
-    if not isinstance(body, dict):
-        raise _error('lease', 'type', "'lease' must be a JSON object, got %s",
-                     json_type(body))
-    check_shape(body, 'leases.LEASE')
     if body.get('events'):
         raise _error('events', 'unsupported', "'events' must be empty: "
                      "lease events are created from the lease dates")

@@ -39,6 +39,7 @@ the paste filter's handling of the boot is in
 :mod:`nova_lease.api_ext.servers`.
 """
 
+from nova_lease.api_ext.lease_api import validation
 from nova_lease import exception
 from nova_lease import params as lease_params
 from nova_lease.plugins.host import plugin as host_plugin
@@ -151,7 +152,7 @@ def lease_request(conf, hints, project_id, server_name, now):
         if reserved is False:
             raise HintError(RESERVED, "'reserved' is False but "
                                       "'lease_params' is given")
-        params = lease_params.parse_lease_params(
+        params = validation.parse_lease_params(
             raw, now, max_duration=max_duration, default_name=default_name)
         return LeaseRequest(params)
     if reserved:

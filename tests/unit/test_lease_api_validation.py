@@ -143,7 +143,7 @@ class LeaseSchemasTest(_SchemaTest):
 
     def _parser_message(self, body):
         try:
-            _params, raws = params.parse_lease_body(body, NOW)
+            _params, raws = validation.parse_lease_body(body, NOW)
             for i, raw in enumerate(raws):
                 host_request.parse_host_request(raw, 'reservations[%d]' % i)
         except params.LeaseParamError as e:

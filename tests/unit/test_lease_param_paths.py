@@ -12,7 +12,7 @@
 """One home per validation rule (no Nova running).
 
 The same bad lease parameters are refused alike by the lease API
-(``POST /leases``: the route's schema, then params.parse_lease_body in
+(``POST /leases``: the route's schema, then validation.parse_lease_body in
 Blazar's words, as the handler does) and by the boot hint
 (``--hint lease_params='{...}'``): same field, same rule, same words
 (but for Blazar's own words, which come first on the API). And every
@@ -118,7 +118,7 @@ class SamePathsTest(testtools.TestCase):
             # As handlers.leases.create_lease.
             lease = schema.validate(body)
             try:
-                params.parse_lease_body(lease, NOW)
+                validation.parse_lease_body(lease, NOW)
             except params.LeaseParamError as e:
                 raise blazar_words.in_blazar_words(e, lease) from None
 

@@ -19,6 +19,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 import testtools
 
+from nova_lease.api_ext.lease_api import validation
 from nova_lease import exception
 from nova_lease import params
 
@@ -239,7 +240,7 @@ class TextTest(testtools.TestCase):
         self.assertEqual(('name', 'format'), (err.field, err.rule))
         self.assertIn('U+0000 at position 1', str(err))
         err = self.assertRaises(params.LeaseParamError,
-                                params.parse_lease_params,
+                                validation.parse_lease_params,
                                 hint(name='x\ny', duration='1h'), NOW)
         self.assertEqual('name', err.field)
         self.assertTrue(str(err).startswith('lease_params: '))
@@ -285,7 +286,7 @@ def hint(**values):
 class ParseLeaseParamsTest(ErrorAssertions, testtools.TestCase):
 
     def parse(self, raw, **kw):
-        return params.parse_lease_params(raw, NOW, **kw)
+        return validation.parse_lease_params(raw, NOW, **kw)
 
     def assertHintError(self, field, rule, raw, **kw):
         err = self.assertParamError(field, rule, self.parse, raw, **kw)
@@ -508,7 +509,7 @@ class ParseLeaseBodyTest(ErrorAssertions, testtools.TestCase):
         return {k: v for k, v in values.items() if v is not Ellipsis}
 
     def parse(self, body, **kw):
-        return params.parse_lease_body(body, NOW, **kw)
+        return validation.parse_lease_body(body, NOW, **kw)
 
     def assertBodyError(self, field, rule, body, **kw):
         err = self.assertParamError(field, rule, self.parse, body, **kw)

@@ -15,8 +15,11 @@ JSON schemas (draft 2020-12, as nova.api.validation).
 The router checks a request against the schemas its route declares
 before the handler runs: the body once :func:`json_body` has read it,
 the query string as a dict of its last value per name (what
-``req.GET.get`` gives); :mod:`nova_lease.params` checks the
-``lease_params`` boot hint against its schema the same way. A refusal
+``req.GET.get`` gives). The two parsers of lease parameters,
+:func:`parse_lease_params` (the ``lease_params`` boot hint) and
+:func:`parse_lease_body` (``POST /leases``), check their input's shape
+against its schema the same way, then hand it to
+:mod:`nova_lease.params` for its meaning. A refusal
 is a 400 in Blazar's shape, in the words its schema node carries: this
 module knows no field. The field is named as the user wrote it
 (``reservations[0].min``):
@@ -52,6 +55,8 @@ from oslo_serialization import jsonutils
 from oslo_utils import strutils
 
 from nova_lease.api_ext.lease_api import errors
+from nova_lease.api_ext.lease_api.schemas import lease_params as lp_schemas
+from nova_lease.api_ext.lease_api.schemas import leases as lease_schemas
 from nova_lease import params as lease_params
 
 #: The default ``x-unknown-key`` (params' own words).
@@ -172,3 +177,40 @@ def _refusal(error, path):
                 lease_params.json_type(instance)))
     return lease_params.LeaseParamError(field, rule, "'%s': %s" % (
         field, error.message))
+
+
+_LEASE_PARAMS = Schema(lp_schemas.LEASE_PARAMS)
+_LEASE = Schema(lease_schemas.LEASE)
+
+
+def parse_lease_params(raw, now, max_duration=None, default_name=None):
+    """Parse the ``lease_params`` hint string into LeaseParams: its JSON
+    object, its shape (``schemas.lease_params.LEASE_PARAMS``), then its
+    meaning (:func:`nova_lease.params.build_lease_params`, whose
+    arguments these are).
+
+    :raises LeaseParamError: its message starts with ``lease_params:``.
+    """
+    try:
+        data = lease_params.load_lease_params(raw)
+        _LEASE_PARAMS.validate(data)
+        return lease_params.build_lease_params(
+            data, now, max_duration=max_duration, default_name=default_name)
+    except lease_params.LeaseParamError as e:
+        raise e.within('lease_params') from None
+
+
+def parse_lease_body(body, now, max_duration=None):
+    """Parse a Blazar v1 lease-create body: its shape
+    (``schemas.leases.LEASE``), then its meaning
+    (:func:`nova_lease.params.build_lease_body`, which returns
+    ``(LeaseParams, reservations)``).
+
+    :raises LeaseParamError: fields named as in Blazar (``start_date``...).
+    """
+    if not isinstance(body, dict):
+        raise lease_params.LeaseParamError(
+            'lease', 'type', "'lease' must be a JSON object, got %s"
+            % lease_params.json_type(body))
+    _LEASE.validate(body)
+    return lease_params.build_lease_body(body, now, max_duration=max_duration)

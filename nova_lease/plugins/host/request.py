@@ -224,7 +224,7 @@ def parse_host_request(raw, field='reservations[0]', region_name=None):
     """Validate one physical:host reservation of a lease body.
 
     :param raw: the reservation object (``resource_type`` already
-        checked by ``params.parse_lease_body``).
+        checked by ``validation.parse_lease_body``).
     :param field: how errors name the reservation.
     :param region_name: this cloud's region; a request naming another one
         is refused.

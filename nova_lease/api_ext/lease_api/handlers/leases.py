@@ -30,6 +30,7 @@ from nova_lease.api_ext.lease_api import blazar_words
 from nova_lease.api_ext.lease_api import common
 from nova_lease.api_ext.lease_api import lease_updates
 from nova_lease.api_ext.lease_api import microversion
+from nova_lease.api_ext.lease_api import validation
 from nova_lease.api_ext.lease_api import views
 from nova_lease.booking import pipeline
 from nova_lease.db import api as db_api
@@ -164,7 +165,7 @@ def create_lease(req, ctx, body):
     now = common.now()
     opts = common.opts()
     try:
-        params, raw_reservations = lease_params.parse_lease_body(
+        params, raw_reservations = validation.parse_lease_body(
             body, now, common.max_duration())
     except lease_params.LeaseParamError as e:
         raise blazar_words.in_blazar_words(e, body) from None

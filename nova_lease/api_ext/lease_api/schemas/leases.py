@@ -16,7 +16,7 @@ message of its refusal (``description``: the requirement, as in
 ``'retries' must be an integer, got a string``; ``x-missing``: the
 words of a missing key; see :mod:`..validation`). The values (dates,
 their order, durations, names, host requests) are checked on the
-shape-checked body by :func:`nova_lease.params.parse_lease_body`,
+shape-checked body by :func:`nova_lease.params.build_lease_body`,
 :func:`nova_lease.plugins.host.request.parse_host_request` and the
 handlers. JSON ``null`` counts as absent, so optional properties accept
 it; a required one given as ``null`` is refused by the parser, in the
@@ -97,7 +97,7 @@ def _blazar_words(node, **words):
     return dict(node, **{'x-blazar-words': words})
 
 
-#: A lease (POST /leases), as params.parse_lease_body reads it.
+#: A lease (POST /leases), as validation.parse_lease_body reads it.
 LEASE = {
     'type': 'object',
     'additionalProperties': False,
