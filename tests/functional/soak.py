@@ -570,42 +570,56 @@ class Walk(object):
                'hosts': {}}
         hosts = set()
         for finding in findings:
+            lease_ids = [(finding.details or {}).get('lease_id')]
             if finding.check == 'overcommit':
                 hosts.add(finding.subject)      # it names the host
                 out['holders'] = (finding.details or {}).get('holders')
-                continue
-            lease_id = (finding.details or {}).get('lease_id')
-            if not lease_id and finding.check in ('broken_promise',
-                                                  'lease_status'):
-                lease_id = finding.subject      # these name the lease
-            if not lease_id or lease_id in out['leases']:
-                continue
-            try:
-                lease = db_api.lease_get(self.case.lease_db, lease_id)
-            except db_api.LeaseNotFound:
-                out['leases'][lease_id] = None
-                continue
-            out['leases'][lease_id] = {
-                'status': lease['status'],
-                'status_reason': lease.get('status_reason'),
-                'start_date': str(lease['start_date']),
-                'end_date': str(lease['end_date']),
-                'reservations': [(r['resource_type'], r['status'])
-                                 for r in lease['reservations']],
-                'events': [{k: str(e.get(k)) for k in (
-                    'event_type', 'time', 'status', 'next_attempt_at',
-                    'claimed_by', 'claimed_at', 'attempts', 'last_error')}
-                    for e in db_api.event_list(self.case.lease_db,
-                                               lease_id=lease_id)],
-                'allocations': [
-                    (a['host'], str(a['start_date']), str(a['end_date']),
-                     a['vcpus'], a['memory_mb'], a['disk_gb'])
-                    for a in db_api.allocation_list(self.case.lease_db,
-                                                    lease_id=lease_id)],
-                'servers': [r.get('resource_id')
-                            for r in lease['reservations']]}
-            hosts.update(a[0] for a in
-                         out['leases'][lease_id]['allocations'])
+                # ... and the leases whose promises it counted.
+                lease_ids = [h.split()[-1] for h in out['holders'] or ()
+                             if h.startswith(('lease ', 'host lease '))]
+            elif not lease_ids[0] and finding.check in ('broken_promise',
+                                                        'lease_status'):
+                lease_ids = [finding.subject]      # these name the lease
+            for lease_id in lease_ids:
+                self._lease_evidence(out, hosts, lease_id)
+        return self._host_evidence(out, hosts)
+
+    def _lease_evidence(self, out, hosts, lease_id):
+        """What the side database says of one lease, into ``out``; its
+        hosts into ``hosts``.
+        """
+        if not lease_id or lease_id in out['leases']:
+            return
+        try:
+            lease = db_api.lease_get(self.case.lease_db, lease_id)
+        except db_api.LeaseNotFound:
+            out['leases'][lease_id] = None
+            return
+        out['leases'][lease_id] = {
+            'status': lease['status'],
+            'status_reason': lease.get('status_reason'),
+            'start_date': str(lease['start_date']),
+            'end_date': str(lease['end_date']),
+            'reservations': [(r['resource_type'], r['status'])
+                             for r in lease['reservations']],
+            'events': [{k: str(e.get(k)) for k in (
+                'event_type', 'time', 'status', 'next_attempt_at',
+                'claimed_by', 'claimed_at', 'attempts', 'last_error')}
+                for e in db_api.event_list(self.case.lease_db,
+                                           lease_id=lease_id)],
+            'allocations': [
+                (a['host'], str(a['start_date']), str(a['end_date']),
+                 a['vcpus'], a['memory_mb'], a['disk_gb'])
+                for a in db_api.allocation_list(self.case.lease_db,
+                                                lease_id=lease_id)],
+            'servers': [r.get('resource_id')
+                        for r in lease['reservations']]}
+        hosts.update(a[0] for a in out['leases'][lease_id]['allocations'])
+
+    def _host_evidence(self, out, hosts):
+        """What runs on ``hosts``, what else is promised there now, their
+        services and aggregates, and the leases' servers, into ``out``.
+        """
         # What runs on the hosts those leases were promised, and what
         # else is promised there now.
         now = timeutils.utcnow()

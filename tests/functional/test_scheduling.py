@@ -23,6 +23,7 @@ transaction.
 """
 
 import datetime
+import unittest
 
 import nova.conf
 from nova.tests.functional.api import client as api_client
@@ -270,3 +271,43 @@ class TestWeigherPrefersTightestFit(_Base):
 
 
 MINUTE = datetime.timedelta(minutes=1)
+
+
+class TestUsageOfMovedServers(_Base):
+    """A server moved onto a host counts there at once for LeaseFilter.
+
+    The soak found an unleased server placed next to a future promise on
+    the host a server had just been live-migrated to: an overcommit.
+    LeaseFilter reads a host's usage now from its HostState (the compute
+    node's record). Nova updates that record for a live migration only
+    when the destination claims the server (libvirt does, through its
+    NUMA-aware live migration; the fake driver does not) or at the
+    resource tracker's next periodic pass. Known, not fixed yet: the fix
+    is to read the usage placement has (doc/source/reference/
+    scheduling.rst, "Limits"). This test passes then, and its
+    expectedFailure goes (an unexpected success fails the run).
+    """
+
+    COMPUTES = {'host1': (2, 4096, 40), 'host2': (2, 4096, 40)}
+
+    def _disable(self, host):
+        [service] = self.admin_api.get_services(host=host,
+                                                binary='nova-compute')
+        self.admin_api.api_put('/os-services/%s' % service['id'],
+                               {'status': 'disabled'})
+
+    @unittest.expectedFailure
+    def test_live_migrated_server_counts_on_its_new_host(self):
+        T = self.T
+        first = self._boot(name='moved')
+        source = self._host(first)
+        other = {'host1': 'host2', 'host2': 'host1'}[source]
+        # The other host has 1 of its 2 vcpus promised from T+10m.
+        self.promise(other, T + 10 * MINUTE, T + 2 * HOUR, 1)
+        first = self._live_migrate(first, api=self.admin_api, host=other)
+        self.assertEqual(other, self._host(first))
+        # Only the other host is left: it has room now, but not from
+        # T+10m (the moved server and the promise fill it).
+        self._disable(source)
+        second = self._boot(name='unleased', wait='ERROR')
+        self.assertIn('No valid host', second['fault']['message'])

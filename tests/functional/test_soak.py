@@ -41,11 +41,14 @@ class SoakTest(soak.SoakCase):
         self.assertTrue(leases)
         host = sorted(soak.HOSTS)[0]
         evidence = walk._evidence([
-            checks.Finding('broken_promise', leases[0]['id'], 'a test'),
-            checks.Finding('overcommit', host, 'a test',
-                           {'holders': ['server x']})])
+            checks.Finding('broken_promise', leases[0]['id'], 'a test')])
         self.assertIn(leases[0]['id'], evidence['leases'])
-        self.assertEqual(['server x'], evidence['holders'])
+        holders = ['server x', 'lease %s' % leases[-1]['id']]
+        evidence = walk._evidence([
+            checks.Finding('overcommit', host, 'a test',
+                           {'holders': holders})])
+        self.assertEqual(holders, evidence['holders'])
+        self.assertEqual([leases[-1]['id']], list(evidence['leases']))
         self.assertIn(host, evidence['hosts'])
         for facts in evidence['hosts'].values():
             self.assertEqual({'servers', 'promised_now', 'service',
