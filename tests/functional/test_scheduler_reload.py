@@ -100,7 +100,7 @@ class SnapshotReloadTest(test_scheduler_outage.SchedulerMixin,
 
     def test_cold_start_does_not_wait_for_the_first_read(self):
         # host1 is promised in full from T+1h.
-        self._promise('host1', self.T + HOUR, self.T + 3 * HOUR, 8)
+        self.promise('host1', self.T + HOUR, self.T + 3 * HOUR, 8)
         snapshot_cache.CACHE.invalidate()
         slow = self.useFixture(_SlowLoad())
 
@@ -121,7 +121,7 @@ class SnapshotReloadTest(test_scheduler_outage.SchedulerMixin,
         # refused until the snapshot is there, then answered.
         self.useFixture(fixtures.MockPatchObject(view, 'COLD_READ_LIMIT',
                                                  0))
-        self._promise('host1', self.T + HOUR, self.T + 3 * HOUR, 1)
+        self.promise('host1', self.T + HOUR, self.T + 3 * HOUR, 1)
         snapshot_cache.CACHE.invalidate()
         slow = self.useFixture(_SlowLoad())
         refused = self._boot(name='refused', wait='ERROR')
@@ -137,7 +137,7 @@ class SnapshotReloadTest(test_scheduler_outage.SchedulerMixin,
         self._due_for_a_full_read()
         # Admitted while the old snapshot is in use: the journal brings
         # it to the next request, full read or not.
-        self._promise('host1', self.T + HOUR, self.T + 3 * HOUR, 8)
+        self.promise('host1', self.T + HOUR, self.T + 3 * HOUR, 8)
 
         unleased = self._boot(name='unleased')
         self.assertEqual('host2', self._host(unleased))
@@ -154,7 +154,7 @@ class SnapshotReloadTest(test_scheduler_outage.SchedulerMixin,
         self.assertEqual([8], [item.vcpus for item in new.host_items['host1']])
 
     def test_failed_full_read_keeps_the_old_snapshot(self):
-        self._promise('host1', self.T + HOUR, self.T + 3 * HOUR, 8)
+        self.promise('host1', self.T + HOUR, self.T + 3 * HOUR, 8)
         old = self._wait_for_snapshot()
         failing = self.useFixture(_FailingLoad())
         self._due_for_a_full_read()

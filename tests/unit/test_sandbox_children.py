@@ -114,7 +114,12 @@ class PidFileChildTest(testtools.TestCase):
         child = Sleeper()
         self.addCleanup(child.stop, 5)
         self.assertIsNone(child.pid)
-        child.spawn([sys.executable, '-c', 'import time; time.sleep(60)'])
+        # (SIGTERM's default action, whatever the test runner's process
+        # passed on: an ignored signal stays ignored across exec.)
+        child.spawn([sys.executable, '-c',
+                     'import signal, time; '
+                     'signal.signal(signal.SIGTERM, signal.SIG_DFL); '
+                     'time.sleep(60)'])
         proc = child.proc
         with open(child.pid_path) as f:
             self.assertEqual('%d\n' % proc.pid, f.read())
