@@ -27,6 +27,7 @@ from nova.scheduler import utils
 from oslo_log import log as logging
 
 from nova_lease import registration
+from nova_lease.scheduler import moves
 from nova_lease.scheduler import view as lease_view
 
 LOG = logging.getLogger(__name__)
@@ -83,8 +84,9 @@ class LeaseFilter(filters.BaseHostFilter):
                          utils.request_is_rebuild(spec_obj)):
             return hosts
         view = lease_view.view_for(spec_obj, fresh=True)
+        usage = moves.placement_usage(hosts, lease_view.CONF)
         passed = []
-        for host_state, (ok, why) in zip(hosts, view.passes(hosts)):
+        for host_state, (ok, why) in zip(hosts, view.passes(hosts, usage)):
             if ok:
                 passed.append(host_state)
             else:

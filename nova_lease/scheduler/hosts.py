@@ -88,12 +88,15 @@ _HOST_NUMBERS = operator.attrgetter(
     'ram_allocation_ratio', 'disk_allocation_ratio')
 
 
-def host_loads(host_states, snap, now, reserved):
+def host_loads(host_states, snap, now, reserved, usage=None):
     """The :class:`fit.Loads` of HostStates (no I/O).
 
     Capacities and usage from the HostStates' totals, ratios and usage
     (as consumed by the scheduler so far), and their servers that the
-    snapshot knows to be leased.
+    snapshot knows to be leased. ``usage``: ``{host key: (vcpus,
+    memory_mb, disk_gb)}`` that placement has, for hosts whose record
+    may miss a server that arrived (:mod:`nova_lease.scheduler.moves`):
+    the larger of the two counts.
     """
     n = len(host_states)
     keys = [host_key(hs) for hs in host_states]
@@ -109,6 +112,11 @@ def host_loads(host_states, snap, now, reserved):
     used = np.maximum(np.stack((v_used - rv, m_tot - m_free - rm,
                                 np.ceil(d_used_mb / 1024.0) - rd)),
                       0).astype(np.int64)
+    if usage:
+        for k, key in enumerate(keys):
+            more = usage.get(key)
+            if more is not None:
+                used[:, k] = np.maximum(used[:, k], more)
     l_own, l_end, l_size = [], [], []
     servers = snap.servers
     if servers:

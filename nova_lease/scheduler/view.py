@@ -67,8 +67,12 @@ class RequestView(object):
         # (the host states do not change in between).
         self._cached = None
 
-    def _loads(self, host_states):
-        """Loads of host_states; the filter's are reused by the weigher."""
+    def _loads(self, host_states, usage=None):
+        """Loads of host_states; the filter's are reused by the weigher.
+
+        ``usage``: what placement says some of them use (see
+        :func:`nova_lease.scheduler.hosts.host_loads`).
+        """
         cached = self._cached
         if cached is not None:
             pos = cached[0]
@@ -81,7 +85,7 @@ class RequestView(object):
                     return cached[1]
                 return cached[1].subset(members)
         loads = lease_hosts.host_loads(host_states, self.snap, self.now,
-                                       self._reserved)
+                                       self._reserved, usage)
         self._cached = ({id(hs): k for k, hs in enumerate(host_states)},
                         loads)
         return loads
@@ -111,26 +115,36 @@ class RequestView(object):
                 out[k] = value
         return out
 
-    def passes(self, host_states):
-        """[(bool, reason)] per HostState."""
+    def passes(self, host_states, usage=None):
+        """[(bool, reason)] per HostState.
+
+        ``usage``: ``{host key: (vcpus, memory_mb, disk_gb) or None}``,
+        placement's usage of hosts whose record may miss a server that
+        arrived (:mod:`nova_lease.scheduler.moves`); None: unknown, the
+        host does not pass.
+        """
         req = self.request
         result = [None] * len(host_states)
         todo = []
         registered = self.snap.registered
         freepool = self.conf.nova_lease.freepool_aggregate
+        usage = usage or {}
         for k, hs in enumerate(host_states):
+            key = lease_hosts.host_key(hs)
             if req.allowed is not None and not (
-                    {lease_hosts.host_key(hs), hs.host} & req.allowed):
+                    {key, hs.host} & req.allowed):
                 result[k] = (False, '%s may only use %s' % (
                     req.why, ', '.join(sorted(req.allowed)) or 'no host'))
                 continue
             why = lease_hosts.aggregate_rule(req, hs, freepool, registered)
+            if why is None and key in usage and usage[key] is None:
+                why = 'its usage cannot be read from placement'
             if why is not None:
                 result[k] = (False, why)
             else:
                 todo.append(k)
         if todo:
-            loads = self._loads([host_states[k] for k in todo])
+            loads = self._loads([host_states[k] for k in todo], usage)
             ok = self._run(fit.fits, loads, req.demand, req.start, req.end)
             for k, good in zip(todo, ok):
                 result[k] = (good, None if good else
@@ -267,8 +281,11 @@ class ClosedView(object):
             set() if leased else None, (),
             'the lease calendar cannot be read')
 
-    def passes(self, host_states):
-        """[(bool, reason)] per HostState."""
+    def passes(self, host_states, usage=None):
+        """[(bool, reason)] per HostState.
+
+        ``usage`` is unused: nothing is counted without the calendar.
+        """
         req = self.request
         freepool = self.conf.nova_lease.freepool_aggregate
         out = []
@@ -389,9 +406,9 @@ class ColdView(object):
         self._hosts = wanted
         return self._view
 
-    def passes(self, host_states):
-        """[(bool, reason)] per HostState."""
-        return self._view_for(host_states).passes(host_states)
+    def passes(self, host_states, usage=None):
+        """[(bool, reason)] per HostState (see RequestView.passes)."""
+        return self._view_for(host_states).passes(host_states, usage)
 
     def weights(self, host_states):
         """Raw weights in [-1, 1] (0 where unknown)."""
@@ -406,7 +423,7 @@ class _Refused(object):
         self.conf = conf
         self.registered = registered
 
-    def passes(self, host_states):
+    def passes(self, host_states, usage=None):
         freepool = self.conf.nova_lease.freepool_aggregate
         out = []
         for hs in host_states:

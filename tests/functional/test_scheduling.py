@@ -23,10 +23,13 @@ transaction.
 """
 
 import datetime
-import unittest
+
+from unittest import mock
 
 import nova.conf
+from nova.scheduler.client import report
 from nova.tests.functional.api import client as api_client
+from nova.tests.unit import fake_requests
 from oslo_serialization import jsonutils
 
 from nova_lease.db import api as db_api
@@ -278,14 +281,13 @@ class TestUsageOfMovedServers(_Base):
 
     The soak found an unleased server placed next to a future promise on
     the host a server had just been live-migrated to: an overcommit.
-    LeaseFilter reads a host's usage now from its HostState (the compute
-    node's record). Nova updates that record for a live migration only
-    when the destination claims the server (libvirt does, through its
-    NUMA-aware live migration; the fake driver does not) or at the
-    resource tracker's next periodic pass. Known, not fixed yet: the fix
-    is to read the usage placement has (doc/source/reference/
-    scheduling.rst, "Limits"). This test passes then, and its
-    expectedFailure goes (an unexpected success fails the run).
+    LeaseFilter read a host's usage now from its HostState (the compute
+    node's record) alone. Nova updates that record for a live migration
+    only when the destination claims the server (libvirt does, through
+    its NUMA-aware live migration; the fake driver does not) or at the
+    resource tracker's next periodic pass. Placement knows at once:
+    LeaseFilter now reads it for the hosts a live migration reached
+    lately (nova_lease.scheduler.moves).
     """
 
     COMPUTES = {'host1': (2, 4096, 40), 'host2': (2, 4096, 40)}
@@ -296,7 +298,6 @@ class TestUsageOfMovedServers(_Base):
         self.admin_api.api_put('/os-services/%s' % service['id'],
                                {'status': 'disabled'})
 
-    @unittest.expectedFailure
     def test_live_migrated_server_counts_on_its_new_host(self):
         T = self.T
         first = self._boot(name='moved')
@@ -311,3 +312,23 @@ class TestUsageOfMovedServers(_Base):
         self._disable(source)
         second = self._boot(name='unleased', wait='ERROR')
         self.assertIn('No valid host', second['fault']['message'])
+
+    def test_a_host_placement_cannot_tell_of_passes_nothing(self):
+        first = self._boot(name='moved')
+        source = self._host(first)
+        other = {'host1': 'host2', 'host2': 'host1'}[source]
+        self._live_migrate(first, api=self.admin_api, host=other)
+        self._disable(source)
+        # The other host has room for one more 1-vcpu server, but
+        # placement cannot tell its usage: failing closed.
+        real_get = report.SchedulerReportClient.get
+
+        def get(client, url, *args, **kwargs):
+            if url.endswith('/usages'):
+                return fake_requests.FakeResponse(503, 'unavailable')
+            return real_get(client, url, *args, **kwargs)
+
+        with mock.patch.object(report.SchedulerReportClient, 'get', get):
+            refused = self._boot(name='unknown', wait='ERROR')
+        self.assertIn('No valid host', refused['fault']['message'])
+        self._boot(name='known')

@@ -35,6 +35,7 @@ from nova_lease.plugins.host import plugin as host_plugin
 from nova_lease.plugins import types
 from nova_lease.scheduler import filters
 from nova_lease.scheduler import hosts as lease_hosts
+from nova_lease.scheduler import moves
 from nova_lease.scheduler import request as lease_request
 from nova_lease.scheduler import snapshot
 from nova_lease.scheduler import view
@@ -137,6 +138,13 @@ class _Base(testtools.TestCase):
         # (tests/functional/test_misconfiguration.py covers it).
         self.useFixture(fixtures.MockPatch(
             'nova_lease.registration.register_nova_process'))
+        # What placement says of hosts a live migration reached
+        # (nova_lease.scheduler.moves reads Nova's cell database and
+        # placement: tests/functional/test_scheduling.py covers it).
+        self.usage = {}
+        self.useFixture(fixtures.MockPatchObject(
+            moves, 'placement_usage',
+            side_effect=lambda hosts, conf: self.usage))
         self.filter = filters.LeaseFilter()
 
     def promise(self, host, start, end, rid='r1', vcpus=4, **kwargs):
@@ -427,6 +435,32 @@ class FilterTest(_Base):
         self.promise('host1', NOW, NOW + 4 * HOUR)
         self.assertFalse(self.filter.host_passes(_host('host1'), _spec()))
         self.assertTrue(self.filter.host_passes(_host('host2'), _spec()))
+
+
+class ArrivedServersTest(_Base):
+    """Placement's usage counts where a live migration arrived."""
+
+    def test_placement_usage_over_the_record_keeps_a_promise(self):
+        # host1's record says 0 vcpus used, placement 2 (a server that
+        # arrived): 2 + 4 promised from NOW+1h do not leave 4 for an
+        # unleased request.
+        self.promise('host1', NOW + HOUR, NOW + 2 * HOUR, vcpus=2)
+        hosts = [_host('host1'), _host('host2')]
+        self.assertEqual(['host1', 'host2'], self.passing(hosts, _spec(
+            vcpus=2)))
+        self.usage = {'host1': (2, 0, 0)}
+        self.assertEqual(['host2'], self.passing(hosts, _spec(vcpus=2)))
+
+    def test_the_record_counts_when_it_says_more(self):
+        self.usage = {'host1': (0, 0, 0)}
+        self.assertEqual(['host2'], self.passing(
+            [_host('host1', vcpus_used=2), _host('host2')],
+            _spec(vcpus=4)))
+
+    def test_a_host_whose_usage_cannot_be_read_passes_nothing(self):
+        self.usage = {'host1': None}
+        self.assertEqual(['host2'], self.passing(
+            [_host('host1'), _host('host2')], _spec(vcpus=1)))
 
 
 class WeigherTest(_Base):
