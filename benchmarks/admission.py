@@ -108,14 +108,14 @@ from nova import objects  # noqa: E402
 from oslo_serialization import jsonutils  # noqa: E402
 from oslo_utils import uuidutils  # noqa: E402
 
+from nova_lease.capacity import admission  # noqa: E402
+# Imported before Nova's fixtures forbid os.uname() (numpy calls it).
+from nova_lease.capacity import inventory  # noqa: E402
 from nova_lease.db import api as db_api  # noqa: E402
 from nova_lease.db import migration  # noqa: E402
 from nova_lease import params as lease_params  # noqa: E402
 from nova_lease.plugins.instance import rtype as instance_rtype  # noqa: E402,E501
-from nova_lease.scheduler import admission  # noqa: E402
-# Imported before Nova's fixtures forbid os.uname() (numpy calls it).
 from nova_lease.scheduler import filters  # noqa: E402,F401
-from nova_lease.scheduler import inventory  # noqa: E402
 from nova_lease.scheduler import snapshot_reads  # noqa: E402
 from tests.functional import base  # noqa: E402
 from tests.functional.db import fixtures as db_fixtures  # noqa: E402

@@ -80,7 +80,7 @@ from nova_lease import conf as lease_conf  # noqa: E402
 from nova_lease.db import api as db_api  # noqa: E402
 from nova_lease.db import migration  # noqa: E402
 from nova_lease.db import models  # noqa: E402
-from nova_lease.periodic import events as lease_events  # noqa: E402
+from nova_lease import lease_events  # noqa: E402
 
 ENGINE_BIN = os.path.join(os.path.dirname(sys.executable),
                           'nova-lease-engine')

@@ -86,13 +86,13 @@ from nova import objects  # noqa: E402
 from nova.virt import fake as fake_virt  # noqa: E402
 from oslo_serialization import jsonutils  # noqa: E402
 
+# Imported before Nova's fixtures forbid os.uname() (numpy calls it).
+from nova_lease.capacity import admission  # noqa: E402
 from nova_lease import compute  # noqa: E402
 from nova_lease.conf import engine as engine_conf  # noqa: E402
 from nova_lease.conf import lease as lease_conf  # noqa: E402
 from nova_lease.db import api as db_api  # noqa: E402
-from nova_lease.periodic import events as lease_events  # noqa: E402
-# Imported before Nova's fixtures forbid os.uname() (numpy calls it).
-from nova_lease.scheduler import admission  # noqa: E402,I100
+from nova_lease import lease_events  # noqa: E402
 from nova_lease.scheduler import filters  # noqa: E402,F401
 from tests.functional import base  # noqa: E402
 from tests.functional import test_instance_lease  # noqa: E402

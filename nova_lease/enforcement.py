@@ -48,7 +48,7 @@ from nova_lease.db import api as db_api
 from nova_lease.db import locks
 from nova_lease import exception
 from nova_lease import params as lease_params
-from nova_lease.plugins import types
+from nova_lease import resource_types as types
 from nova_lease import status
 
 GROUP = 'nova_lease_enforcement'

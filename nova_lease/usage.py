@@ -51,7 +51,7 @@ its ``lease.end`` notification (see nova_lease.notifications).
 
 import datetime
 
-from nova_lease.plugins import types
+from nova_lease import resource_types as types
 
 #: The figures of a lease, in this order.
 FIELDS = ('lease_hours', 'host_hours', 'vcpu_hours', 'memory_mb_hours',

@@ -38,13 +38,13 @@ from oslo_utils import timeutils
 
 from nova_lease.api_ext import nova_hosts
 from nova_lease import calendar
+from nova_lease.capacity import admission
+from nova_lease.capacity import inventory as nova_inventory
 from nova_lease.db import api as db_api
 from nova_lease import hunt
 from nova_lease.plugins.host import matching
 from nova_lease.plugins.host import registry
-from nova_lease.plugins import types
-from nova_lease.scheduler import admission
-from nova_lease.scheduler import inventory as nova_inventory
+from nova_lease import resource_types as types
 
 LOG = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@
 # under the License.
 """What the booking pipeline asks of Nova from nova-api.
 
-The reservation types (nova_lease.plugins.types) do not talk to Nova:
+The reservation types (nova_lease.resource_types) do not talk to Nova:
 the pipeline hands them a caller whose ``nova`` is :class:`InProcessNova`
 (nova-api's in-process Nova, with the request's context: the code paths
 of Nova's own REST controllers, nova_lease.api_ext.nova_flavors and

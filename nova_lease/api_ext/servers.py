@@ -67,6 +67,7 @@ from nova_lease.api_ext import boot_hints
 from nova_lease.api_ext.lease_api import errors as lease_api_errors
 from nova_lease.api_ext import shelved as shelved_servers
 from nova_lease.api_ext import slot_boots
+from nova_lease.capacity import admission
 from nova_lease import conf as lease_conf
 from nova_lease.db import api as db_api
 from nova_lease import enforcement
@@ -77,7 +78,6 @@ from nova_lease.plugins.instance import leases
 from nova_lease.plugins.instance import rtype as instance_rtype
 from nova_lease.policies import lease as lease_policies
 from nova_lease import policy
-from nova_lease.scheduler import admission
 
 LOG = logging.getLogger(__name__)
 

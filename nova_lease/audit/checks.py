@@ -75,7 +75,7 @@ import dataclasses
 import datetime
 import typing
 
-from nova_lease.plugins import types
+from nova_lease import resource_types as types
 from nova_lease import status
 from nova_lease import wire
 

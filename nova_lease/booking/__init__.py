@@ -14,7 +14,7 @@
 A lease created through the lease API or by a boot with lease hints, a
 reservation update, a date change and a delete all go through
 :mod:`.pipeline`, whose steps are the same for every reservation type
-(nova_lease.plugins.types):
+(nova_lease.resource_types):
 
 1. the request's shape (the lease API's JSON schemas, the boot hints'
    parser) and its meaning (each type's ``parse``), checked by the

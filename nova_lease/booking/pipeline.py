@@ -13,7 +13,7 @@
 
 Each operation takes what its caller checked (the request's shape and
 meaning) and runs the same steps for every reservation type: the types'
-hooks (nova_lease.plugins.types.ReservationType) do the type's part of
+hooks (nova_lease.resource_types.ReservationType) do the type's part of
 each step, in booking order. No step dispatches on a type string.
 """
 
@@ -28,7 +28,7 @@ from nova_lease.db import api as db_api
 from nova_lease import enforcement
 from nova_lease import exception
 from nova_lease import params as lease_params
-from nova_lease.plugins import types
+from nova_lease import resource_types as types
 from nova_lease import status
 
 LOG = logging.getLogger(__name__)
@@ -80,7 +80,7 @@ class Booking:
     :ivar values: the lease's columns (``id``, ``project_id``,
         ``start_date``, ``end_date``, ``status`` PENDING...); a type may
         change its ``status`` (a best-effort lease: IN_PROGRESS).
-    :ivar events: its event rows (nova_lease.periodic.events).
+    :ivar events: its event rows (nova_lease.lease_events).
     :ivar items: its :class:`Item` s.
     :ivar hunt: for a best-effort lease, the hunt for hosts of its host
         reservations (nova_lease.api_ext.best_effort), else None.

@@ -45,8 +45,8 @@ from nova_lease import conf as lease_conf
 from nova_lease import exception
 from nova_lease import notifications
 from nova_lease.periodic import engine as lease_engine
-from nova_lease.plugins import types
 from nova_lease import registration
+from nova_lease import resource_types as types
 
 LOG = logging.getLogger(__name__)
 

@@ -58,7 +58,7 @@ from nova_lease import compute
 from nova_lease.db import api as db_api
 from nova_lease import notifications
 from nova_lease.plugins.instance import leases
-from nova_lease.plugins import types
+from nova_lease import resource_types as types
 from nova_lease import status
 from nova_lease import wire
 

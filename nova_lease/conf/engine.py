@@ -19,7 +19,7 @@ from oslo_config import cfg
 
 from nova_lease.conf import group
 from nova_lease.conf import lease
-from nova_lease.plugins import types
+from nova_lease import resource_types as types
 
 GROUP_NAME = 'nova_lease_engine'
 

@@ -13,7 +13,7 @@
 and the scheduler's snapshot: live allocations and reservations, the
 windows admission looks at, and the usage of a project.
 
-Admission control (nova_lease.scheduler.admission) reads, inside the writer
+Admission control (nova_lease.capacity.admission) reads, inside the writer
 transaction that records a lease, only what the lease's window and its
 candidate hosts need: the allocations overlapping the window (index range
 scans by span_class, see nova_lease.db.models), and the instance
@@ -236,7 +236,7 @@ def linked_instance_rows(db, now, live_statuses, dead_leases,
     at ``now``, in the caller's transaction.
 
     ``server_types``: the reservation types that are one server each
-    (nova_lease.plugins.types.SERVER_TYPES).
+    (nova_lease.resource_types.SERVER_TYPES).
 
     ``live_statuses``: the reservation statuses that count (pending,
     active). Rows ``(reservation id, server uuid, properties (JSON text),

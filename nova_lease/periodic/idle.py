@@ -26,8 +26,9 @@ at the registered hosts of the free pool:
   now, or when it is no longer a registered free-pool host
   (``host.idle.enable``). The host and flavor:instance plugins also
   enable the hosts they start a reservation on, whatever the time of
-  the last pass (:func:`wake_host`), and nova-api those of instance
-  slots booked to start within ``idle_host_wake_minutes``.
+  the last pass (:func:`nova_lease.plugins.idle_hosts.wake_host`), and
+  nova-api those of instance slots booked to start within
+  ``idle_host_wake_minutes``.
 
 A nova-compute service that runs several compute nodes (Ironic, vCenter)
 is disabled only when every node of it (Nova's hypervisors) is a
@@ -60,10 +61,10 @@ import threading
 from oslo_log import log as logging
 from oslo_utils import timeutils
 
-from nova_lease import compute
 from nova_lease.db import api as db_api
 from nova_lease import notifications
 from nova_lease.plugins import base as plugin_base
+from nova_lease.plugins import idle_hosts
 from nova_lease import wire
 
 LOG = logging.getLogger(__name__)
@@ -80,12 +81,6 @@ COMPUTE_BINARY = 'nova-compute'
 
 def _iso(dt):
     return None if dt is None else dt.strftime('%Y-%m-%dT%H:%M:%SZ')
-
-
-def ours(service):
-    """True if ``service`` was disabled by the engine's idle action."""
-    return (service.get('status') == 'disabled' and
-            (service.get('disabled_reason') or '').startswith(REASON_PREFIX))
 
 
 def next_promise(bookings, now):
@@ -121,7 +116,7 @@ def decide(now, bookings, service, eligible, min_hours, wake_minutes):
     busy, until = next_promise(bookings, now)
     wake = datetime.timedelta(minutes=wake_minutes)
     wake_at = None if until is None else until - wake
-    if ours(service):
+    if idle_hosts.ours(service):
         if not eligible:
             return ('enable', until, wake_at,
                     'no longer a registered host of the free pool')
@@ -295,7 +290,7 @@ class IdleHosts(object):
                     done.update((name, 'enabled') for name in decided)
         # Hosts the engine disabled that are not registered any more.
         for service_host, service in services.items():
-            if service_host not in seen and ours(service):
+            if service_host not in seen and idle_hosts.ours(service):
                 host = {'hypervisor_hostname': service_host,
                         'service_host': service_host}
                 if self._enable(client, host, service_host, None, None,
@@ -306,7 +301,7 @@ class IdleHosts(object):
     def _enable_all(self, client):
         done = {}
         for service in client.list_services(binary=COMPUTE_BINARY):
-            if ours(service):
+            if idle_hosts.ours(service):
                 name = service.get('host')
                 host = {'hypervisor_hostname': name, 'service_host': name}
                 if self._enable(client, host, name, None, None,
@@ -394,7 +389,7 @@ class IdleHosts(object):
                       self.shared.idle_host_wake_minutes)
 
     def _enable(self, client, host, service_host, until, wake_at, why):
-        if not enable_ours(client.idle(), service_host):
+        if not idle_hosts.enable_ours(client.idle(), service_host):
             return False
         self.stats['enabled'] += 1
         LOG.info('Enabled host %(host)s that was idle: %(why)s',
@@ -402,34 +397,3 @@ class IdleHosts(object):
         self._notify(notifications.HOST_IDLE_ENABLE, host, why, until,
                      wake_at)
         return True
-
-
-def enable_ours(gate, service_host):
-    """Enable the nova-compute service of ``service_host`` if the idle
-    action disabled it (never one disabled by anyone else); True if it
-    did.
-    """
-    try:
-        service = gate.get_compute_service(service_host)
-    except compute.ComputeNotFound:
-        return False
-    if service is None or not ours(service):
-        return False
-    gate.enable_service(service['id'], service=service,
-                        why='the idle action disabled it')
-    return True
-
-
-def wake_host(gate, host, notifier=None):
-    """Enable ``host`` (a service host) if the idle action disabled it
-    (the host plugin, before it starts a lease on it); True if it did.
-    """
-    if not enable_ours(gate, host):
-        return False
-    LOG.info('Enabled host %s that was idle: a lease starts on it', host)
-    send = getattr(notifier, 'notify_host', None)
-    if send is not None:
-        send(notifications.HOST_IDLE_ENABLE,
-             {'hypervisor_hostname': host, 'service_host': host},
-             'a lease starts on it')
-    return True

@@ -31,7 +31,7 @@ import time
 from keystoneauth1 import exceptions as ks_exc
 from oslo_utils import timeutils
 
-from nova_lease.plugins import types
+from nova_lease import resource_types as types
 
 #: The compute microversion the demo speaks (python-novaclient's maximum).
 COMPUTE_API_VERSION = '2.96'

@@ -36,7 +36,7 @@ from nova_lease import params
 from nova_lease.plugins import flavor as flavor_plugin
 from nova_lease.plugins.flavor import holders as slot_holders
 from nova_lease.plugins.flavor import slots as slot_rules
-from nova_lease.plugins import types
+from nova_lease import resource_types as types
 from nova_lease.scheduler import snapshot
 from nova_lease import status
 from nova_lease import wire

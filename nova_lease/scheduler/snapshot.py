@@ -46,7 +46,7 @@ import weakref
 from oslo_serialization import jsonutils
 
 from nova_lease import calendar
-from nova_lease.plugins import types
+from nova_lease import resource_types as types
 from nova_lease.scheduler import mappings
 from nova_lease import status
 

@@ -42,11 +42,11 @@ from oslo_utils import importutils
 from sqlalchemy import exc as sqla_exc
 
 from nova_lease.api_ext.lease_api import microversion
+from nova_lease.capacity import admission
 from nova_lease import conf as lease_conf
 from nova_lease.db import api as db_api
 from nova_lease.db import migration
 from nova_lease import policy as lease_policy
-from nova_lease.scheduler import admission
 # Nova loads LeaseFilter from its configuration inside a fixture that
 # forbids os.uname(), which numpy (used by the capacity calendar) calls
 # when it is first imported: import it before any test starts.

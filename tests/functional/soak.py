@@ -45,7 +45,7 @@ from oslo_utils import timeutils
 
 from nova_lease import audit
 from nova_lease.db import api as db_api
-from nova_lease.plugins import types
+from nova_lease import resource_types as types
 from tests.functional import test_instance_lease
 from tests.functional import test_lease_api
 

@@ -25,12 +25,12 @@ from oslo_db import exception as db_exc
 from oslo_utils import timeutils
 
 from nova_lease import calendar
+from nova_lease.capacity import admission
+from nova_lease.capacity import inventory
 from nova_lease import conf as lease_conf
 from nova_lease.db import api
 from nova_lease.db import models
-from nova_lease.plugins import types
-from nova_lease.scheduler import admission
-from nova_lease.scheduler import inventory
+from nova_lease import resource_types as types
 from nova_lease.scheduler import request as lease_request
 from nova_lease.scheduler import snapshot_cache
 from nova_lease.scheduler import snapshot_reads

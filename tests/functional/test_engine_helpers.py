@@ -28,7 +28,7 @@ from testtools import content
 
 from nova_lease import conf as lease_conf
 from nova_lease.db import api as db_api
-from nova_lease.periodic import events as lease_events
+from nova_lease import lease_events
 
 ENGINE_BIN = os.path.join(os.path.dirname(sys.executable),
                           'nova-lease-engine')

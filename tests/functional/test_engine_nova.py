@@ -25,8 +25,8 @@ import threading
 
 from nova_lease.db import api as db_api
 from nova_lease.db import migration
+from nova_lease import lease_events
 from nova_lease.periodic import engine as lease_engine
-from nova_lease.periodic import events as lease_events
 from nova_lease.plugins.instance import plugin as instance
 from tests.functional import base
 from tests.functional import fixtures as lease_fixtures

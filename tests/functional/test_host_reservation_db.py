@@ -25,7 +25,7 @@ from oslo_config import cfg
 from nova_lease import conf as lease_conf
 from nova_lease.db import api as db_api
 from nova_lease import enforcement
-from nova_lease.periodic import events as lease_events
+from nova_lease import lease_events
 from nova_lease.plugins.host import allocation as host_allocation
 from nova_lease.plugins.host import request as host_request
 from nova_lease.plugins.host import rtype as host_rtype

@@ -33,8 +33,8 @@ from oslo_serialization import jsonutils
 from nova_lease import compute
 from nova_lease.compute_hook import hook as compute_hook
 from nova_lease.db import api as db_api
+from nova_lease import lease_events
 from nova_lease.periodic import engine as lease_engine
-from nova_lease.periodic import events as lease_events
 # Imported before Nova's fixtures forbid os.uname() (numpy calls it).
 from nova_lease.scheduler import filters  # noqa: F401
 from tests.functional import base

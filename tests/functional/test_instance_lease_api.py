@@ -21,11 +21,11 @@ from nova import exception as nova_exception
 from oslo_db import exception as db_exc
 from oslo_serialization import jsonutils
 
+from nova_lease.capacity import admission
 from nova_lease.db import api as db_api
 from nova_lease import params as lease_params
 from nova_lease.plugins.instance import leases
 from nova_lease.plugins.instance import rtype as instance_rtype
-from nova_lease.scheduler import admission
 # Nova imports the scheduler filter from its configuration inside a fixture
 # that forbids os.uname(), which numpy (used by the capacity calendar)
 # calls at import time: import it here first.

@@ -32,8 +32,8 @@ from nova.tests.functional.api import client as api_client
 from nova.tests.unit import fake_requests
 from oslo_serialization import jsonutils
 
+from nova_lease.capacity import admission
 from nova_lease.db import api as db_api
-from nova_lease.scheduler import admission
 from tests.functional import base
 from tests import threads
 

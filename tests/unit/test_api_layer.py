@@ -60,7 +60,7 @@ class ApiSideImportsTest(testtools.TestCase):
         self.assertEqual(['x.py:2 nova_lease.periodic.engine'],
                          engine_imports(source, 'x.py'))
         self.assertEqual([], engine_imports(
-            'from nova_lease.periodic import events\n', 'x.py'))
+            'from nova_lease import lease_events as events\n', 'x.py'))
 
     def _found(self, packages):
         found = []

@@ -17,7 +17,7 @@ import datetime
 import testtools
 
 from nova_lease.audit import checks
-from nova_lease.plugins import types
+from nova_lease import resource_types as types
 
 NOW = datetime.datetime(2026, 11, 20, 10, 0)
 CAP = {'VCPU': 4, 'MEMORY_MB': 8192, 'DISK_GB': 100}

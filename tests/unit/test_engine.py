@@ -35,8 +35,8 @@ from nova_lease import conf as lease_conf  # noqa: E402
 from nova_lease.db import api as db_api  # noqa: E402
 from nova_lease.db import migration  # noqa: E402
 from nova_lease import exception  # noqa: E402
+from nova_lease import lease_events  # noqa: E402
 from nova_lease.periodic import engine as lease_engine  # noqa: E402
-from nova_lease.periodic import events as lease_events  # noqa: E402
 from nova_lease.periodic import jobs  # noqa: E402
 from nova_lease.plugins import base as plugin_base  # noqa: E402
 from nova_lease.plugins.host import plugin as host_plugin  # noqa: E402

@@ -16,6 +16,7 @@ import datetime
 import testtools
 
 from nova_lease.periodic import idle
+from nova_lease.plugins import idle_hosts
 
 NOW = datetime.datetime(2030, 1, 1, 12, 0)
 ENABLED = {'status': 'enabled', 'disabled_reason': None}
@@ -64,10 +65,9 @@ class DecideTest(testtools.TestCase):
         for bookings in ([], [(_at(0.25), _at(1))], [(_at(-1), _at(1))]):
             for eligible in (True, False):
                 self.assertIsNone(_decide(bookings, OPERATOR, eligible)[0])
-        self.assertFalse(idle.ours(OPERATOR))
-        self.assertFalse(idle.ours({'status': 'enabled',
-                                    'disabled_reason': OURS[
-                                        'disabled_reason']}))
+        self.assertFalse(idle_hosts.ours(OPERATOR))
+        self.assertFalse(idle_hosts.ours({
+            'status': 'enabled', 'disabled_reason': OURS['disabled_reason']}))
 
     def test_enable_what_it_disabled(self):
         # Still far: stays disabled.

@@ -21,7 +21,7 @@ from unittest import mock
 
 import testtools
 
-from nova_lease.scheduler import inventory
+from nova_lease.capacity import inventory
 
 
 class Counting(inventory.NovaInventory):

@@ -26,7 +26,7 @@ from nova_lease.api_ext.lease_api import microversion
 from nova_lease.api_ext.lease_api import router
 from nova_lease.api_ext.lease_api import views
 from nova_lease import exception
-from nova_lease.plugins import types
+from nova_lease import resource_types as types
 
 T = datetime.datetime(2030, 1, 1, 12, 0)
 DOC = os.path.join(os.path.dirname(__file__), '..', '..', 'doc', 'source',

@@ -32,7 +32,7 @@ import testtools
 from nova_lease import calendar
 from nova_lease import params
 from nova_lease.plugins.host import plugin as host_plugin
-from nova_lease.plugins import types
+from nova_lease import resource_types as types
 from nova_lease.scheduler import filters
 from nova_lease.scheduler import hosts as lease_hosts
 from nova_lease.scheduler import moves

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 import testtools
 
 from nova_lease import calendar
-from nova_lease.plugins import types
+from nova_lease import resource_types as types
 from nova_lease.scheduler import mappings
 from nova_lease.scheduler import snapshot
 

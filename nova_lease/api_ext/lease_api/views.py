@@ -20,7 +20,7 @@ shows every field.
 
 from nova_lease.api_ext.lease_api import microversion
 from nova_lease import params as lease_params
-from nova_lease.plugins import types
+from nova_lease import resource_types as types
 
 #: (what, microversion) -> the fields of that version, left out of the
 #: answers to an older client. (A reservation's are its type's:

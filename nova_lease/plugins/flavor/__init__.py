@@ -39,7 +39,7 @@ servers :mod:`.holders` reads from Nova; a server that holds a slot
 keeps it when it moves.
 """
 
-from nova_lease.plugins import types
+from nova_lease import resource_types as types
 from nova_lease import wire
 
 #: The reservations' stored resource type (both Blazar types).

@@ -35,11 +35,11 @@ import dataclasses
 
 from oslo_log import log as logging
 
+from nova_lease.capacity import inventory as nova_inventory
 from nova_lease.db import api as db_api
 from nova_lease import exception
 from nova_lease import params as lease_params
 from nova_lease.plugins.host import registry
-from nova_lease.scheduler import inventory as nova_inventory
 from nova_lease import status
 
 LOG = logging.getLogger(__name__)
@@ -82,7 +82,7 @@ def _peaks(rows):
 def capacities(conf):
     """{hypervisor hostname: HostCapacity} as placement offers it:
     ``(total - reserved) * allocation ratio`` of each compute node
-    (nova_lease.scheduler.inventory; read by nova-api).
+    (nova_lease.capacity.inventory; read by nova-api).
 
     A slot must fit there: a host's raw size (the registry's) counts the
     memory Nova keeps for the host itself, so a host full by its raw size

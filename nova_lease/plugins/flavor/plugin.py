@@ -33,10 +33,10 @@ plugin_call_timeout`` seconds.
 from oslo_log import log as logging
 
 from nova_lease import gate as gate_mod
-from nova_lease.periodic import idle
 from nova_lease.plugins import base
 from nova_lease.plugins.flavor import RESOURCE_TYPE
 from nova_lease.plugins.host import plugin as host_plugin
+from nova_lease.plugins import idle_hosts
 
 LOG = logging.getLogger(__name__)
 
@@ -69,7 +69,7 @@ class FlavorPlugin(host_plugin.HostPlugin):
             # Slot hosts stay in the free pool, where the idle action may
             # have disabled them (no pass since their wake-up time): the
             # promised boots need them enabled.
-            idle.wake_host(gate, host)
+            idle_hosts.wake_host(gate, host)
             aggregate = self._add_host(gate, aggregate, host, name)
         flavor_id = self._props(reservation).get('flavor_id')
         if flavor_id:

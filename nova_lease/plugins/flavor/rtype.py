@@ -45,7 +45,7 @@ from nova_lease.plugins import flavor as flavor_plugin
 from nova_lease.plugins.flavor import allocation
 from nova_lease.plugins.flavor import request as slot_request
 from nova_lease.plugins.host import rtype as host_rtype
-from nova_lease.plugins import types
+from nova_lease import resource_types as types
 
 #: What a reservation update may give.
 UPDATE_KEYS = frozenset({'id', 'resource_type', 'amount', 'vcpus',

@@ -38,7 +38,7 @@ from nova_lease import exception
 from nova_lease import params as lease_params
 from nova_lease.plugins.host import registry
 from nova_lease.plugins.host import request as host_request
-from nova_lease.plugins import types
+from nova_lease import resource_types as types
 
 LOG = logging.getLogger(__name__)
 

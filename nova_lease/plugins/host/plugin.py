@@ -59,10 +59,10 @@ from nova_lease import compute
 from nova_lease.db import api as db_api
 from nova_lease import gate as gate_mod
 from nova_lease import hunt as hunt_core
-from nova_lease.periodic import idle
 from nova_lease.plugins import base
 from nova_lease.plugins.host import allocation
-from nova_lease.plugins import types
+from nova_lease.plugins import idle_hosts
+from nova_lease import resource_types as types
 from nova_lease import status
 from nova_lease import wire
 
@@ -268,7 +268,7 @@ class HostPlugin(base.ComputePlugin):
             # its last pass, starting at once), also another engine's when
             # this one has it off: a start always leaves its hosts
             # enabled.
-            idle.wake_host(gate, host)
+            idle_hosts.wake_host(gate, host)
         for host in hosts:
             aggregate = self._add_host(gate, aggregate, host, name)
             if pool is not None and host in (pool.get('hosts') or []):

@@ -38,7 +38,7 @@ from nova_lease.db import api as db_api
 from nova_lease import params as lease_params
 from nova_lease.plugins.host import allocation
 from nova_lease.plugins.host import request as host_request
-from nova_lease.plugins import types
+from nova_lease import resource_types as types
 from nova_lease import status
 
 _error = lease_params.error

@@ -47,11 +47,11 @@ import datetime
 from oslo_log import log as logging
 from oslo_utils import timeutils
 
+from nova_lease.capacity import admission
+from nova_lease.capacity import inventory as nova_inventory
 from nova_lease.db import api as db_api
 from nova_lease import exception
-from nova_lease.plugins import types
-from nova_lease.scheduler import admission
-from nova_lease.scheduler import inventory as nova_inventory
+from nova_lease import resource_types as types
 from nova_lease import status
 from nova_lease import wire
 
@@ -259,7 +259,7 @@ def move_instance_lease(session, conf, lease, reservations, start, end, now,
       and what other leases were promised (admission control on that one
       host; a running server cannot change host by a date change).
 
-    :raises nova_lease.scheduler.admission.NoCapacity: (409) it does not
+    :raises nova_lease.capacity.admission.NoCapacity: (409) it does not
         fit; the caller's transaction must roll back.
     """
     own = [r for r in reservations

@@ -45,7 +45,7 @@ from oslo_utils import timeutils
 from nova_lease import compute
 from nova_lease.plugins import base
 from nova_lease.plugins.instance import leases
-from nova_lease.plugins import types
+from nova_lease import resource_types as types
 from nova_lease import wire
 
 LOG = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ Its steps of the booking pipeline (nova_lease.booking.pipeline):
 
 * book: one reservation per server the boot may create; a lease that
   starts later (or an ``immediate`` one) is admitted against the
-  capacity calendar (nova_lease.scheduler.admission), its promised
+  capacity calendar (nova_lease.capacity.admission), its promised
   hosts booked (its servers wait shelved-offloaded until the start:
   nova_lease.api_ext.shelved);
 * move: a PENDING lease is admitted again over its new window; a
@@ -35,12 +35,12 @@ from oslo_utils import timeutils
 from oslo_utils import uuidutils
 
 from nova_lease.booking import pipeline
+from nova_lease.capacity import admission
 from nova_lease.db import api as db_api
+from nova_lease import lease_events
 from nova_lease import lease_types
-from nova_lease.periodic import events as lease_events
 from nova_lease.plugins.instance import leases
-from nova_lease.plugins import types
-from nova_lease.scheduler import admission
+from nova_lease import resource_types as types
 from nova_lease import status
 
 
@@ -157,7 +157,7 @@ def create_instance_lease(db, conf, params, project_id, user_id, flavor,
     :param shelved: a future lease whose servers are created
         shelved-offloaded (recorded in the reservations' properties as
         ``leases.SHELVED_UNTIL_START``).
-    :raises nova_lease.scheduler.admission.NoCapacity: (409) a future
+    :raises nova_lease.capacity.admission.NoCapacity: (409) a future
         lease does not fit.
     :raises nova_lease.enforcement.LimitExceeded: (403).
     """

@@ -16,7 +16,7 @@ import datetime
 import sqlalchemy as sa
 
 from nova_lease.db import api
-from nova_lease.periodic import events as lease_events
+from nova_lease import lease_events
 from tests.functional.db import base
 from tests import threads
 

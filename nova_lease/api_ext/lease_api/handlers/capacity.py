@@ -27,13 +27,13 @@ from nova import context as nova_context
 from nova import objects
 
 from nova_lease.api_ext.lease_api import common
+from nova_lease.capacity import inventory as nova_inventory
 from nova_lease.db import api as db_api
 from nova_lease import exception
 from nova_lease import params as lease_params
 from nova_lease.policies import capacity as capacity_policies
 from nova_lease import policy
 from nova_lease.scheduler import capacity as lease_capacity
-from nova_lease.scheduler import inventory as nova_inventory
 from nova_lease.scheduler import view
 
 #: Seconds an admin's request waits for the first full read of the

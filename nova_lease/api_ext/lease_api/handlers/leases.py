@@ -15,7 +15,7 @@ Bodies and query strings are validated against
 :mod:`..schemas.leases` by the router before a handler runs; the rules
 that need more than their shape (dates, durations, host requests) are
 :mod:`nova_lease.params`', each reservation type's
-(nova_lease.plugins.types) and :mod:`..lease_updates`'. Every change of
+(nova_lease.resource_types) and :mod:`..lease_updates`'. Every change of
 what a lease holds goes through the booking pipeline
 (nova_lease.booking).
 """
@@ -34,13 +34,13 @@ from nova_lease.api_ext.lease_api import validation
 from nova_lease.api_ext.lease_api import views
 from nova_lease.booking import pipeline
 from nova_lease.db import api as db_api
+from nova_lease import lease_events
 from nova_lease import lease_types
 from nova_lease import params as lease_params
-from nova_lease.periodic import events as lease_events
 from nova_lease.plugins.host import allocation as host_allocation
-from nova_lease.plugins import types
 from nova_lease.policies import lease as lease_policies
 from nova_lease import policy
+from nova_lease import resource_types as types
 
 LOG = logging.getLogger(__name__)
 
@@ -217,7 +217,7 @@ def update_lease(req, ctx, lease_id, body):
     else chosen again, else 409); after the start the start is frozen and
     the end may be shortened down to now or extended while the same hosts
     stay free. Reservations change as their types say
-    (nova_lease.plugins.types). An invalid update changes nothing.
+    (nova_lease.resource_types). An invalid update changes nothing.
     """
     _get_visible_lease(ctx, lease_id, lease_policies.UPDATE)
     lease_updates.check_update_body(body)

@@ -17,7 +17,7 @@ nodes, the servers of leases), its API database (the free pool
 aggregate) and placement (the usage of the chosen hosts, the
 scheduler's latest claims included). :func:`default_inventory` is the
 process's, one per configuration object. Admission itself is
-:mod:`nova_lease.scheduler.admission`.
+:mod:`nova_lease.capacity.admission`.
 """
 
 import collections

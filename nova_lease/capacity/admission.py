@@ -54,7 +54,7 @@ that its cost does not grow with the reservations elsewhere in time
    as they are and the choice is made again (a few rounds).
 
 What admission asks Nova (step 1, and placement in step 4) is
-:mod:`nova_lease.scheduler.inventory`'s.
+:mod:`nova_lease.capacity.inventory`'s.
 
 Two admissions that want the same host run one after the other, and the
 second sees the first's allocation: no host is promised twice.
@@ -81,10 +81,10 @@ from oslo_utils import timeutils
 
 from nova_lease import calendar
 from nova_lease.calendar import fit
+from nova_lease.capacity import inventory as nova_inventory
 from nova_lease.db import api as db_api
 from nova_lease import exception
-from nova_lease.plugins import types
-from nova_lease.scheduler import inventory as nova_inventory
+from nova_lease import resource_types as types
 from nova_lease import status
 
 LOG = logging.getLogger(__name__)
@@ -393,8 +393,8 @@ def allocate_instances(session, conf, flavor, count, start, end,
     :param count: number of instances (multi-create).
     :param start: naive UTC datetime; :param end: naive UTC datetime.
     :param inventory: what Nova runs (a
-        :class:`nova_lease.scheduler.inventory.Inventory`); default the
-        process's :class:`~nova_lease.scheduler.inventory.NovaInventory`.
+        :class:`nova_lease.capacity.inventory.Inventory`); default the
+        process's :class:`~nova_lease.capacity.inventory.NovaInventory`.
     :param hosts: the only hypervisor hostnames to consider (None: all).
     :returns: one allocation dict per instance, without reservation_id:
         {'host', 'start_date', 'end_date', 'vcpus', 'memory_mb',

@@ -1,0 +1,20 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+"""Capacity over time, as nova-api books it.
+
+:mod:`~nova_lease.capacity.admission` admits a lease against the
+calendar of its hosts (under their row locks) and
+:mod:`~nova_lease.capacity.inventory` reads what Nova's hosts have (cell
+databases, placement). Both serve the booking path of every reservation
+type (nova_lease.booking, nova_lease.plugins) and import neither: the
+reservation types are known through nova_lease.resource_types.
+"""
