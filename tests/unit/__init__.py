@@ -10,3 +10,20 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 """Fast tests: no Nova services, no database servers."""
+
+from oslo_config import cfg
+
+from nova_lease import conf as lease_conf
+
+
+def lease_conf_opts():
+    """A ConfigOpts of its own with nova_lease's options, parsed.
+
+    The group object is its own: overrides must not leak into the
+    module-level group other ConfigOpts share.
+    """
+    conf = cfg.ConfigOpts()
+    conf.register_group(cfg.OptGroup('nova_lease'))
+    lease_conf.register_opts(conf)
+    conf([])
+    return conf

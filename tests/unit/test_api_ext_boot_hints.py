@@ -13,13 +13,12 @@
 
 import datetime
 
-from oslo_config import cfg
 from oslo_serialization import jsonutils
 import testtools
 
 from nova_lease.api_ext import boot_hints
-from nova_lease import conf as lease_conf
 from nova_lease import params
+from tests import unit
 
 NOW = datetime.datetime(2026, 11, 20, 10, 0)
 
@@ -28,12 +27,7 @@ class HintRulesTest(testtools.TestCase):
 
     def setUp(self):
         super().setUp()
-        self.conf = cfg.ConfigOpts()
-        # A group object of our own: overrides must not leak into the
-        # module-level group other ConfigOpts share.
-        self.conf.register_group(cfg.OptGroup('nova_lease'))
-        lease_conf.register_opts(self.conf)
-        self.conf([])
+        self.conf = unit.lease_conf_opts()
 
     def _request(self, hints, project='p1', name='vm'):
         return boot_hints.lease_request(self.conf, hints, project, name, NOW)

@@ -25,7 +25,6 @@ import importlib
 import json
 import pkgutil
 
-from oslo_config import cfg
 import testtools
 
 from nova_lease.api_ext import boot_hints
@@ -35,8 +34,8 @@ from nova_lease.api_ext.lease_api import schemas
 from nova_lease.api_ext.lease_api.schemas import lease_params as lp_schemas
 from nova_lease.api_ext.lease_api.schemas import leases as lease_schemas
 from nova_lease.api_ext.lease_api import validation
-from nova_lease import conf as lease_conf
 from nova_lease import params
+from tests import unit
 
 NOW = datetime.datetime(2026, 6, 1, 12, 0)
 
@@ -98,10 +97,7 @@ class SamePathsTest(testtools.TestCase):
 
     def setUp(self):
         super().setUp()
-        self.conf = cfg.ConfigOpts()
-        self.conf.register_group(cfg.OptGroup('nova_lease'))
-        lease_conf.register_opts(self.conf)
-        self.conf([])
+        self.conf = unit.lease_conf_opts()
 
     def _hint(self, values):
         hints = {'reserved': 'True', 'lease_params': json.dumps(values)}
