@@ -22,7 +22,6 @@ import inspect
 
 import testtools
 
-from nova_lease.api_ext.lease_api import blazar_words
 from nova_lease.api_ext.lease_api import router
 from nova_lease.api_ext.lease_api.schemas import hosts as host_schemas
 from nova_lease.api_ext.lease_api.schemas import leases as lease_schemas
@@ -132,8 +131,6 @@ class LeaseSchemasTest(_SchemaTest):
             for data in (body, {'lease': body}):
                 err = self.assertRefuses(lease_schemas.CREATE, data, message)
                 self.assertEqual('type', err.rule)
-                # The parsers say the same of the same body.
-                self.assertEqual(message, self._parser_message(body))
         self.assertRefuses(lease_schemas.UPDATE, {'name': 5},
                            "'name' must be a string, got a number")
         self.assertRefuses(
@@ -147,8 +144,7 @@ class LeaseSchemasTest(_SchemaTest):
             for i, raw in enumerate(raws):
                 host_request.parse_host_request(raw, 'reservations[%d]' % i)
         except params.LeaseParamError as e:
-            # (The lease API words it as Blazar first.)
-            return str(blazar_words.in_blazar_words(e, body))
+            return str(e)
         return None
 
     def test_unknown_keys(self):

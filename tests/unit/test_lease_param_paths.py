@@ -12,8 +12,8 @@
 """One home per validation rule (no Nova running).
 
 The same bad lease parameters are refused alike by the lease API
-(``POST /leases``: the route's schema, then validation.parse_lease_body in
-Blazar's words, as the handler does) and by the boot hint
+(``POST /leases``: the route's schema, then validation.parse_lease_body,
+as the router and the handler do) and by the boot hint
 (``--hint lease_params='{...}'``): same field, same rule, same words
 (but for Blazar's own words, which come first on the API). And every
 schema node that constrains a property carries the message of its
@@ -28,7 +28,6 @@ import pkgutil
 import testtools
 
 from nova_lease.api_ext import boot_hints
-from nova_lease.api_ext.lease_api import blazar_words
 from nova_lease.api_ext.lease_api import router
 from nova_lease.api_ext.lease_api import schemas
 from nova_lease.api_ext.lease_api.schemas import lease_params as lp_schemas
@@ -112,11 +111,7 @@ class SamePathsTest(testtools.TestCase):
 
         def create():
             # As handlers.leases.create_lease.
-            lease = schema.validate(body)
-            try:
-                validation.parse_lease_body(lease, NOW)
-            except params.LeaseParamError as e:
-                raise blazar_words.in_blazar_words(e, lease) from None
+            validation.parse_lease_body(schema.validate(body), NOW)
 
         return self.assertRaises(params.LeaseParamError, create)
 

@@ -16,10 +16,10 @@ The router checks a request against the schemas its route declares
 before the handler runs: the body once :func:`json_body` has read it,
 the query string as a dict of its last value per name (what
 ``req.GET.get`` gives). The two parsers of lease parameters,
-:func:`parse_lease_params` (the ``lease_params`` boot hint) and
-:func:`parse_lease_body` (``POST /leases``), check their input's shape
-against its schema the same way, then hand it to
-:mod:`nova_lease.params` for its meaning. A refusal
+:func:`parse_lease_params` (the ``lease_params`` boot hint: its
+schema checked here) and :func:`parse_lease_body` (``POST /leases``:
+checked by its route, ``schemas.leases.CREATE``), hand the checked input
+to :mod:`nova_lease.params` for its meaning. A refusal
 is a 400 in Blazar's shape, in the words its schema node carries: this
 module knows no field. The field is named as the user wrote it
 (``reservations[0].min``):
@@ -54,9 +54,9 @@ import jsonschema
 from oslo_serialization import jsonutils
 from oslo_utils import strutils
 
+from nova_lease.api_ext.lease_api import blazar_words
 from nova_lease.api_ext.lease_api import errors
 from nova_lease.api_ext.lease_api.schemas import lease_params as lp_schemas
-from nova_lease.api_ext.lease_api.schemas import leases as lease_schemas
 from nova_lease import params as lease_params
 
 #: The default ``x-unknown-key`` (params' own words).
@@ -180,7 +180,6 @@ def _refusal(error, path):
 
 
 _LEASE_PARAMS = Schema(lp_schemas.LEASE_PARAMS)
-_LEASE = Schema(lease_schemas.LEASE)
 
 
 def parse_lease_params(raw, now, max_duration=None, default_name=None):
@@ -201,16 +200,16 @@ def parse_lease_params(raw, now, max_duration=None, default_name=None):
 
 
 def parse_lease_body(body, now, max_duration=None):
-    """Parse a Blazar v1 lease-create body: its shape
-    (``schemas.leases.LEASE``), then its meaning
-    (:func:`nova_lease.params.build_lease_body`, which returns
-    ``(LeaseParams, reservations)``).
+    """The meaning of a Blazar v1 lease-create body whose shape its route
+    checked (``schemas.leases.CREATE``):
+    :func:`nova_lease.params.build_lease_body`, which returns
+    ``(LeaseParams, reservations)``.
 
-    :raises LeaseParamError: fields named as in Blazar (``start_date``...).
+    :raises LeaseParamError: fields named as in Blazar (``start_date``...),
+        Blazar's own words first where Blazar has some.
     """
-    if not isinstance(body, dict):
-        raise lease_params.LeaseParamError(
-            'lease', 'type', "'lease' must be a JSON object, got %s"
-            % lease_params.json_type(body))
-    _LEASE.validate(body)
-    return lease_params.build_lease_body(body, now, max_duration=max_duration)
+    try:
+        return lease_params.build_lease_body(body, now,
+                                             max_duration=max_duration)
+    except lease_params.LeaseParamError as e:
+        raise blazar_words.in_blazar_words(e, body) from None

@@ -26,7 +26,6 @@ from oslo_log import log as logging
 from oslo_utils import strutils
 
 from nova_lease.api_ext import best_effort
-from nova_lease.api_ext.lease_api import blazar_words
 from nova_lease.api_ext.lease_api import common
 from nova_lease.api_ext.lease_api import lease_updates
 from nova_lease.api_ext.lease_api import microversion
@@ -164,11 +163,8 @@ def create_lease(req, ctx, body):
                      {'project_id': ctx.project_id, 'user_id': ctx.user_id})
     now = common.now()
     opts = common.opts()
-    try:
-        params, raw_reservations = validation.parse_lease_body(
-            body, now, common.max_duration())
-    except lease_params.LeaseParamError as e:
-        raise blazar_words.in_blazar_words(e, body) from None
+    params, raw_reservations = validation.parse_lease_body(
+        body, now, common.max_duration())
     caller = common.caller(ctx)
     items = _items(caller, raw_reservations)
     before_end = params.effective_before_end(opts.minutes_before_end_lease)
