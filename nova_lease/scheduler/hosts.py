@@ -35,7 +35,7 @@ CONF = nova.conf.CONF
 lease_conf.register_opts(CONF)
 
 #: Metadata key of a host reservation's aggregate naming the reservation
-#: (nova_lease.plugins.host.plugin.META_RESERVATION: the engine sets it at
+#: (nova_lease.plugins.host.aggregates.META_RESERVATION: the engine sets it at
 #: the lease's start and deletes the aggregate at its end).
 RESERVATION_KEY = wire.AGGREGATE_RESERVATION_ID
 

@@ -25,6 +25,7 @@ import fixtures
 
 from nova_lease.db import api as db_api
 from nova_lease.periodic import engine as lease_engine
+from nova_lease.plugins.host import aggregates as host_aggregates
 from nova_lease.plugins.host import plugin as host_plugin
 from tests.functional import base
 from tests.functional import test_lease_api
@@ -108,13 +109,13 @@ class HostReservationTest(HostLeaseMixin, base.LeaseFunctionalBase):
         lease = self._lease(lease['id'])
         self.assertEqual('ACTIVE', lease['status'])
         self.assertEqual('active', lease['reservations'][0]['status'])
-        name = host_plugin.aggregate_name(reservation_id)
+        name = host_aggregates.aggregate_name(reservation_id)
         aggregate = self._aggregate(name)
         self.assertEqual(['host1'], aggregate['hosts'])
         self.assertEqual({
-            host_plugin.META_RESERVATION: reservation_id,
-            host_plugin.META_LEASE: lease['id'],
-            host_plugin.META_PROJECT: self.api.project_id,
+            host_aggregates.META_RESERVATION: reservation_id,
+            host_aggregates.META_LEASE: lease['id'],
+            host_aggregates.META_PROJECT: self.api.project_id,
         }, aggregate['metadata'])
         self.assertEqual(aggregate['id'],
                          lease['reservations'][0]['aggregate_id'])
@@ -215,7 +216,7 @@ class HostReservationTest(HostLeaseMixin, base.LeaseFunctionalBase):
         self.assertEqual('ACTIVE', self._lease(second['id'])['status'])
         res2 = self._lease(second['id'])['reservations'][0]['id']
         self.assertEqual(['host1'], self._aggregate(
-            host_plugin.aggregate_name(res2))['hosts'])
+            host_aggregates.aggregate_name(res2))['hosts'])
         self.clock.advance(hours=1)
         self.engine.process_due()
         self.assertEqual('TERMINATED', self._lease(second['id'])['status'])
@@ -246,7 +247,7 @@ class HostReservationTest(HostLeaseMixin, base.LeaseFunctionalBase):
         self.assertEqual('ACTIVE', self._lease(second['id'])['status'])
         res2 = self._lease(second['id'])['reservations'][0]['id']
         self.assertEqual(['host1'], self._aggregate(
-            host_plugin.aggregate_name(res2))['hosts'])
+            host_aggregates.aggregate_name(res2))['hosts'])
         self.assertEqual([], self._aggregate('freepool')['hosts'])
 
     def test_delete_active_lease_ends_it_and_shelve_on_end(self):

@@ -35,6 +35,7 @@ from oslo_log import log as logging
 from nova_lease import gate as gate_mod
 from nova_lease.plugins import base
 from nova_lease.plugins.flavor import RESOURCE_TYPE
+from nova_lease.plugins.host import aggregates as host_aggregates
 from nova_lease.plugins.host import plugin as host_plugin
 from nova_lease.plugins import idle_hosts
 
@@ -45,8 +46,9 @@ class FlavorPlugin(host_plugin.HostPlugin):
     """Blazar's instance reservations (``virtual:instance`` and
     ``flavor:instance`` of the lease API).
 
-    The host plugin's helpers (the reservation's hosts, its aggregate)
-    are shared; the actions are this plugin's.
+    The host plugin's helpers (the reservation's hosts) are shared, and
+    the aggregate steps of :mod:`nova_lease.plugins.host.aggregates`; the
+    actions are this plugin's.
     """
 
     resource_type = RESOURCE_TYPE
@@ -62,15 +64,16 @@ class FlavorPlugin(host_plugin.HostPlugin):
                 reason='instance reservation %s of lease %s has no slot '
                        'hosts' % (reservation['id'], lease['id']))
         gate = self._gate(lease, reservation)
-        name = host_plugin.aggregate_name(reservation['id'])
-        aggregate = self._ensure_aggregate(self._aggregates(), lease,
-                                           reservation)
+        name = host_aggregates.aggregate_name(reservation['id'])
+        aggregate = host_aggregates.ensure(
+            gate, self.compute, host_aggregates.by_name(self.compute), lease,
+            reservation)
         for host in hosts:
             # Slot hosts stay in the free pool, where the idle action may
             # have disabled them (no pass since their wake-up time): the
             # promised boots need them enabled.
             idle_hosts.wake_host(gate, host)
-            aggregate = self._add_host(gate, aggregate, host, name)
+            aggregate = host_aggregates.add_host(gate, aggregate, host, name)
         flavor_id = self._props(reservation).get('flavor_id')
         if flavor_id:
             gate.add_flavor_access(flavor_id, lease['project_id'],
@@ -111,10 +114,10 @@ class FlavorPlugin(host_plugin.HostPlugin):
             for server in servers:
                 self.compute.wait_for_server(server['id'], (), self._timeout,
                                              gone_ok=True, fail_statuses=())
-        aggregate = self._own_aggregate(self._aggregates(), reservation)
+        aggregate = host_aggregates.own(
+            host_aggregates.by_name(self.compute), reservation)
         if aggregate is not None:
-            self._delete_aggregate(gate, aggregate, lease,
-                                   aggregate['name'])
+            host_aggregates.delete(gate, aggregate, lease, aggregate['name'])
         if flavor_id:
             gate.delete_flavor(flavor_id, why='the lease ends')
         if props.get('server_group_id'):

@@ -16,13 +16,13 @@ The hosts of a reservation are its allocations in the side database
 plugin moves them between Nova host aggregates through the compute API
 (nova_lease.compute):
 
-* ``on_start``: find or create the reservation's aggregate, named
-  :func:`aggregate_name` (the reservation id, as in Blazar), with the
-  metadata :data:`META_RESERVATION` (reservation id), :data:`META_LEASE`
-  (lease id) and :data:`META_PROJECT` (owner project); add each host to
-  it, then remove it from the free pool (``[nova_lease]
-  freepool_aggregate``) -- in that order, so that a host is never outside
-  both; record the aggregate id on the reservation.
+* ``on_start``: find or create the reservation's aggregate
+  (:mod:`.aggregates`: named after the reservation id, as in Blazar, with
+  the reservation id, the lease id and the owner project in its
+  metadata); add each host to it, then remove it from the free pool
+  (``[nova_lease] freepool_aggregate``) -- in that order, so that a
+  host is never outside both; record the aggregate id on the
+  reservation.
 * ``on_end`` / ``cancel``: delete (or, with the lease's ``on_end`` or
   ``[nova_lease_engine] on_end`` = ``shelve``, shelve-offload) the servers of
   the lease still on the hosts, wait until they are gone, add the hosts
@@ -60,6 +60,7 @@ from nova_lease.db import api as db_api
 from nova_lease import gate as gate_mod
 from nova_lease import hunt as hunt_core
 from nova_lease.plugins import base
+from nova_lease.plugins.host import aggregates
 from nova_lease.plugins.host import allocation
 from nova_lease.plugins import idle_hosts
 from nova_lease import resource_types as types
@@ -70,9 +71,6 @@ LOG = logging.getLogger(__name__)
 
 RESOURCE_TYPE = types.HOST
 #: Metadata keys of a reservation's aggregate (read by LeaseFilter).
-META_RESERVATION = wire.AGGREGATE_RESERVATION_ID
-META_LEASE = wire.AGGREGATE_LEASE_ID
-META_PROJECT = wire.AGGREGATE_PROJECT_ID
 #: Server metadata set by the nova-api filter on a boot with
 #: ``--hint reservation=<id>`` (the reservation id).
 META_SERVER_RESERVATION = wire.SERVER_RESERVATION_ID
@@ -113,14 +111,6 @@ def hunted_hosts(reservation):
             or ()}
 
 
-def aggregate_name(reservation_id):
-    """The name of the Nova aggregate of a host reservation.
-
-    Its id, as in Blazar (whose clients and tests look it up by it).
-    """
-    return reservation_id
-
-
 class HostPlugin(base.ComputePlugin):
     resource_type = RESOURCE_TYPE
 
@@ -136,6 +126,10 @@ class HostPlugin(base.ComputePlugin):
     @property
     def _timeout(self):
         return self.conf.nova_lease_engine.plugin_call_timeout
+
+    @property
+    def _pool_name(self):
+        return self.conf.nova_lease.freepool_aggregate
 
     # -- helpers ------------------------------------------------------------
 
@@ -158,89 +152,6 @@ class HostPlugin(base.ComputePlugin):
                 services.append(name)
         return services
 
-    def _aggregates(self):
-        return {a['name']: a for a in self.compute.list_aggregates()}
-
-    @staticmethod
-    def _own_aggregate(aggregates, reservation):
-        """The reservation's aggregate: by its name, else by its metadata
-        (one created before aggregates were named after the reservation
-        id was named ``reservation-<id>``).
-        """
-        found = aggregates.get(aggregate_name(reservation['id']))
-        if found is not None:
-            return found
-        for aggregate in aggregates.values():
-            metadata = aggregate.get('metadata') or {}
-            if metadata.get(META_RESERVATION) == reservation['id']:
-                return aggregate
-        return None
-
-    def _ensure_aggregate(self, aggregates, lease, reservation):
-        """The reservation's aggregate, created if missing, with its
-        metadata (:data:`META_RESERVATION`, :data:`META_LEASE`,
-        :data:`META_PROJECT`).
-        """
-        gate = self._gate(lease, reservation)
-        name = aggregate_name(reservation['id'])
-        aggregate = self._own_aggregate(aggregates, reservation)
-        if aggregate is None:
-            LOG.info('Creating aggregate %(name)s for lease %(lease)s',
-                     {'name': name, 'lease': lease['id']})
-            try:
-                aggregate = gate.create_aggregate(
-                    name, why='the reservation\'s aggregate')
-            except compute.ComputeConflict:
-                aggregate = self._aggregates()[name]
-        metadata = {META_RESERVATION: reservation['id'],
-                    META_LEASE: lease['id'],
-                    META_PROJECT: lease['project_id']}
-        current = aggregate.get('metadata') or {}
-        if any(current.get(k) != v for k, v in metadata.items()):
-            aggregate = gate.set_aggregate_metadata(
-                aggregate['id'], metadata, aggregate=aggregate,
-                why='the reservation\'s aggregate')
-        return aggregate
-
-    def _add_host(self, gate, aggregate, host, name):
-        """``aggregate`` with ``host`` in it (added if missing)."""
-        if host in (aggregate.get('hosts') or []):
-            return aggregate
-        LOG.info('Adding host %(host)s to %(name)s',
-                 {'host': host, 'name': name})
-        try:
-            return gate.add_aggregate_host(aggregate['id'], host,
-                                           aggregate=aggregate,
-                                           why='into %s' % name)
-        except compute.ComputeConflict:
-            LOG.info('Host %s is already in %s', host, name)
-            return aggregate
-
-    def _delete_aggregate(self, gate, aggregate, lease, name):
-        """Empty the reservation's aggregate and delete it."""
-        # A host not ours (added by hand) would keep the aggregate.
-        for host in aggregate.get('hosts') or []:
-            try:
-                gate.remove_aggregate_host(aggregate['id'], host,
-                                           aggregate=aggregate,
-                                           why='emptying %s' % name)
-            except compute.ComputeNotFound:
-                pass
-        LOG.info('Deleting aggregate %(name)s of lease %(lease)s',
-                 {'name': name, 'lease': lease['id']})
-        gate.delete_aggregate(aggregate['id'], aggregate=aggregate,
-                              why='the lease ends')
-
-    def _freepool(self, gate, aggregates, create=False):
-        name = self.conf.nova_lease.freepool_aggregate
-        pool = aggregates.get(name)
-        if pool is None and create:
-            try:
-                pool = gate.create_aggregate(name, why='the free pool')
-            except compute.ComputeConflict:
-                pool = self._aggregates().get(name)
-        return pool
-
     # -- actions ------------------------------------------------------------
 
     def on_start(self, lease, reservation):
@@ -256,13 +167,15 @@ class HostPlugin(base.ComputePlugin):
                 reason='host reservation %s of lease %s has no allocated '
                        'hosts' % (reservation['id'], lease['id']))
         gate = self._gate(lease, reservation)
-        name = aggregate_name(reservation['id'])
-        aggregates = self._aggregates()
-        aggregate = self._ensure_aggregate(aggregates, lease, reservation)
+        name = aggregates.aggregate_name(reservation['id'])
+        all_aggregates = aggregates.by_name(self.compute)
+        aggregate = aggregates.ensure(gate, self.compute, all_aggregates,
+                                      lease, reservation)
         if reservation.get('aggregate_id') != aggregate['id']:
             db_api.reservation_update(self.db, reservation['id'],
                                       {'aggregate_id': aggregate['id']})
-        pool = self._freepool(gate, aggregates)
+        pool = aggregates.freepool(gate, self.compute, self._pool_name,
+                                   all_aggregates)
         for host in hosts:
             # The idle action may have disabled it (a lease created after
             # its last pass, starting at once), also another engine's when
@@ -270,7 +183,7 @@ class HostPlugin(base.ComputePlugin):
             # enabled.
             idle_hosts.wake_host(gate, host)
         for host in hosts:
-            aggregate = self._add_host(gate, aggregate, host, name)
+            aggregate = aggregates.add_host(gate, aggregate, host, name)
             if pool is not None and host in (pool.get('hosts') or []):
                 try:
                     pool = gate.remove_aggregate_host(
@@ -291,22 +204,23 @@ class HostPlugin(base.ComputePlugin):
         """
         gate = self._gate(lease, reservation)
         hosts = self._hosts(reservation)
-        name = aggregate_name(reservation['id'])
+        name = aggregates.aggregate_name(reservation['id'])
         left = []
         for host in hosts:
             left.extend((host, server)
                         for server in self._clear_host(gate, lease,
                                                        reservation, host,
                                                        action))
-        aggregates = self._aggregates()
-        aggregate = self._own_aggregate(aggregates, reservation)
-        pool = self._freepool(gate, aggregates, create=True)
+        all_aggregates = aggregates.by_name(self.compute)
+        aggregate = aggregates.own(all_aggregates, reservation)
+        pool = aggregates.freepool(gate, self.compute, self._pool_name,
+                                   all_aggregates, create=True)
         hunted = set(hunted_hosts(reservation).values())
         for host in hosts:
             if host not in hunted:
                 # (A host a best-effort lease took from the cloud goes
                 # back to the cloud, not to the free pool.)
-                pool = self._add_host(gate, pool, host, pool['name'])
+                pool = aggregates.add_host(gate, pool, host, pool['name'])
             if aggregate is not None and host in (aggregate.get('hosts')
                                                   or []):
                 try:
@@ -316,7 +230,7 @@ class HostPlugin(base.ComputePlugin):
                 except compute.ComputeNotFound:
                     pass
         if aggregate is not None:
-            self._delete_aggregate(gate, aggregate, lease, name)
+            aggregates.delete(gate, aggregate, lease, name)
         return self._note(lease, reservation, left)
 
     @staticmethod
@@ -651,16 +565,18 @@ class HostPlugin(base.ComputePlugin):
                     if server.get('OS-EXT-SRV-ATTR:host') != service:
                         continue
                 left.append('%s on %s' % (server['id'], name))
-        aggregates = self._aggregates()
-        aggregate = self._own_aggregate(aggregates, reservation)
+        all_aggregates = aggregates.by_name(self.compute)
+        aggregate = aggregates.own(all_aggregates, reservation)
         if aggregate is not None:
             # A start that failed half-way: undo it.
-            pool = self._freepool(gate, aggregates, create=True)
+            pool = aggregates.freepool(gate, self.compute, self._pool_name,
+                                       all_aggregates, create=True)
             for host in aggregate.get('hosts') or []:
                 if host not in hunted.values():
-                    pool = self._add_host(gate, pool, host, pool['name'])
-            self._delete_aggregate(gate, aggregate, lease,
-                                   aggregate_name(reservation['id']))
+                    pool = aggregates.add_host(gate, pool, host,
+                                               pool['name'])
+            aggregates.delete(gate, aggregate, lease,
+                              aggregates.aggregate_name(reservation['id']))
         freed = db_api.allocation_destroy_by_reservation(self.db,
                                                          reservation['id'])
         raise base.HuntTimedOut(reason=(
