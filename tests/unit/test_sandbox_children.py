@@ -115,12 +115,19 @@ class PidFileChildTest(testtools.TestCase):
         self.addCleanup(child.stop, 5)
         self.assertIsNone(child.pid)
         # (SIGTERM's default action, whatever the test runner's process
-        # passed on: an ignored signal stays ignored across exec.)
+        # passed on: an ignored signal stays ignored across exec. The
+        # child says when it has it, so that a slow start on a loaded
+        # machine does not meet an ignored SIGTERM.)
+        ready = os.path.join(tmp, 'ready')
         child.spawn([sys.executable, '-c',
-                     'import signal, time; '
+                     'import signal, sys, time; '
                      'signal.signal(signal.SIGTERM, signal.SIG_DFL); '
-                     'time.sleep(60)'])
+                     'open(sys.argv[1], "w").close(); '
+                     'time.sleep(60)', ready])
         proc = child.proc
+        deadline = time.monotonic() + 60
+        while not os.path.exists(ready) and time.monotonic() < deadline:
+            time.sleep(0.05)
         with open(child.pid_path) as f:
             self.assertEqual('%d\n' % proc.pid, f.read())
         self.assertEqual(proc.pid, child.pid)
