@@ -32,7 +32,7 @@ from oslo_serialization import jsonutils
 from nova_lease.api_ext import nova_hosts
 from nova_lease import audit
 from nova_lease.db import api as db_api
-from nova_lease.plugins.host import plugin as host_plugin
+from nova_lease.plugins.host import aggregates as host_aggregates
 from tests.functional import base
 from tests.functional import fixtures as lease_fixtures
 from tests.functional import test_host_reservation
@@ -144,7 +144,7 @@ class BestEffortTest(BestEffortMixin, base.LeaseFunctionalBase):
         lease = self._lease(lease['id'])
         self.assertEqual('ACTIVE', lease['status'], lease['status_reason'])
         self.assertEqual(sorted(['host1', others[0]]),
-                         self._aggregate(host_plugin.aggregate_name(rid))[
+                         self._aggregate(host_aggregates.aggregate_name(rid))[
                              'hosts'])
         self.assertEqual([], self._aggregate('freepool')['hosts'])
         # The lone server moved (live), not lost; nothing else moved.
@@ -163,7 +163,7 @@ class BestEffortTest(BestEffortMixin, base.LeaseFunctionalBase):
         self.engine.process_due()
         self.assertEqual('TERMINATED', self._lease(lease['id'])['status'])
         self.assertEqual(['host1'], self._aggregate('freepool')['hosts'])
-        self.assertIsNone(self._aggregate(host_plugin.aggregate_name(rid)))
+        self.assertIsNone(self._aggregate(host_aggregates.aggregate_name(rid)))
         # The emptied host is back in the cloud: in no aggregate but the
         # operator's best-effort one.
         for aggregate in self.admin_api.api_get('/os-aggregates').body[
@@ -358,7 +358,7 @@ class BestEffortTimeoutTest(BestEffortMixin, base.LeaseFunctionalBase):
                          sorted(set(sent)))
         self.assertEqual([], self._hosts_of(lease))
         self.assertEqual(['host1'], self._aggregate('freepool')['hosts'])
-        self.assertIsNone(self._aggregate(host_plugin.aggregate_name(rid)))
+        self.assertIsNone(self._aggregate(host_aggregates.aggregate_name(rid)))
         # No server lost, none migrating; the moved one stays moved.
         servers = self.admin_api.get_servers(search_opts={
             'all_tenants': 1})
@@ -662,7 +662,7 @@ class BestEffortGateTest(BestEffortMixin, base.LeaseFunctionalBase):
                     r[2].encode() + r[3]]))
         # The deleted lease was never started: no aggregate, its hosts
         # are where they were.
-        self.assertIsNone(self._aggregate(host_plugin.aggregate_name(rid)))
+        self.assertIsNone(self._aggregate(host_aggregates.aggregate_name(rid)))
         self.assertEqual(['host1'], self._aggregate('freepool')['hosts'])
         self.assertIn((second['id'], 'live_migrate', 'refused'),
                       self._journal(lease))

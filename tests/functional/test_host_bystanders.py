@@ -31,7 +31,7 @@ touched"):
 from nova.tests.functional.api import client as api_client
 
 from nova_lease.db import api as db_api
-from nova_lease.plugins.host import plugin as host_plugin
+from nova_lease.plugins.host import aggregates as host_aggregates
 from tests.functional import base
 from tests.functional import test_host_reservation
 from tests.functional import test_lease_api
@@ -197,7 +197,7 @@ class HostLeaseBystanderTest(_ForcedBootMixin,
         # The lease still ended: the host is back in the free pool (its
         # later leases need it there) and the aggregate is gone.
         self.assertIn(host, self._aggregate('freepool')['hosts'])
-        self.assertIsNone(self._aggregate(host_plugin.aggregate_name(
+        self.assertIsNone(self._aggregate(host_aggregates.aggregate_name(
             lease['reservations'][0]['id'])))
 
     def test_end_with_shelve_leaves_bystanders_alone(self):

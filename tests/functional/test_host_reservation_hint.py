@@ -44,7 +44,7 @@ import fixtures
 from nova.tests.functional.api import client as api_client
 from oslo_utils import timeutils
 
-from nova_lease.plugins.host import plugin as host_plugin
+from nova_lease.plugins.host import aggregates as host_aggregates
 from nova_lease.scheduler import request as lease_request
 from nova_lease.scheduler import view
 from tests.functional import base
@@ -131,7 +131,7 @@ class HostReservationHintTest(_HintTestBase):
 
         self.assertEqual(1, self.engine.process_due())
         self.assertEqual('ACTIVE', self._lease(lease['id'])['status'])
-        aggregate = self._aggregate(host_plugin.aggregate_name(rid))
+        aggregate = self._aggregate(host_aggregates.aggregate_name(rid))
         self.assertEqual(['host1'], aggregate['hosts'])
 
         # Right after the start the owner boots with the nova CLI. The
@@ -180,7 +180,7 @@ class HostReservationHintTest(_HintTestBase):
         self._wait_until_deleted(server)
         self._wait_until_deleted(second)
         self.assertEqual('TERMINATED', self._lease(lease['id'])['status'])
-        self.assertIsNone(self._aggregate(host_plugin.aggregate_name(rid)))
+        self.assertIsNone(self._aggregate(host_aggregates.aggregate_name(rid)))
         self.assertEqual(['host1', 'host2'],
                          sorted(self._aggregate('freepool')['hosts']))
         for left in unhinted:
@@ -217,7 +217,7 @@ class HostReservationHintTest(_HintTestBase):
         self.assertEqual('ACTIVE', self._lease(lease['id'])['status'])
         self.clock.advance(hours=1, minutes=1)
         self.assertEqual(['host1'], self._aggregate(
-            host_plugin.aggregate_name(rid))['hosts'])
+            host_aggregates.aggregate_name(rid))['hosts'])
         self.assertEqual(['host3', 'host3'], [
             s['OS-EXT-SRV-ATTR:host'] for s in self._boot_unhinted(2)])
         # Nor a hinted one: the lease is over.

@@ -32,7 +32,7 @@ from oslo_serialization import jsonutils
 from oslo_utils import timeutils
 
 from nova_lease.db import api as db_api
-from nova_lease.plugins.host import plugin as host_plugin
+from nova_lease.plugins.host import aggregates as host_aggregates
 from nova_lease.scheduler import request as lease_request
 from nova_lease.scheduler import snapshot_cache
 from nova_lease.scheduler import snapshot_reads
@@ -136,7 +136,7 @@ class SchedulerOutageTest(SchedulerMixin,
         self.rid = lease['reservations'][0]['id']
         self.assertEqual(1, self.engine.process_due())
         self.assertEqual(['host2'], self._aggregate(
-            host_plugin.aggregate_name(self.rid))['hosts'])
+            host_aggregates.aggregate_name(self.rid))['hosts'])
         self.assertEqual(['host1'], self._aggregate('freepool')['hosts'])
 
     def test_no_snapshot(self):

@@ -31,7 +31,7 @@ import testtools
 
 from nova_lease import calendar
 from nova_lease import params
-from nova_lease.plugins.host import plugin as host_plugin
+from nova_lease.plugins.host import aggregates as host_aggregates
 from nova_lease import resource_types as types
 from nova_lease.scheduler import filters
 from nova_lease.scheduler import hosts as lease_hosts
@@ -310,7 +310,7 @@ class FilterTest(_Base):
         self.assertEqual([], self.passing(
             hosts, _spec({'reservation': 'other'}, vcpus=1)))
         # The key is the one the engine's host plugin sets.
-        self.assertEqual(host_plugin.META_RESERVATION,
+        self.assertEqual(host_aggregates.META_RESERVATION,
                          lease_hosts.RESERVATION_KEY)
 
     def test_hint_needs_the_reservations_aggregate(self):
