@@ -209,9 +209,17 @@ class ComputeClient(object):
             compute_service_name=service_name,
             compute_service_type=(service_type if service_type != 'compute'
                                   else None))
-        # The compute proxy: a keystoneauth adapter of the compute
-        # endpoint that knows the microversion header of each call.
-        self._compute = self._conn.compute
+
+    @property
+    def _compute(self):
+        """The compute proxy: a keystoneauth adapter of the compute
+        endpoint that sends each call's microversion header.
+
+        openstacksdk builds it on first use (a catalog look-up and
+        version discovery, which may fail like any request: hence only
+        inside a call, where :func:`_translate` sees the error).
+        """
+        return self._conn.compute
 
     @classmethod
     def from_conf(cls, conf, group=AUTH_GROUP):
