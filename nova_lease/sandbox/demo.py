@@ -136,8 +136,10 @@ class Compute(object):
                                               'aggregates')]
 
     def create_aggregate(self, name):
-        return Record(self._call('POST', '/os-aggregates', 'aggregate', {
-            'aggregate': {'name': name, 'availability_zone': None}}))
+        created = self._call('POST', '/os-aggregates', 'aggregate', {
+            'aggregate': {'name': name, 'availability_zone': None}})
+        # Nova's answer to a creation has no hosts and no metadata yet.
+        return Record(dict({'hosts': [], 'metadata': {}}, **created))
 
     def add_aggregate_host(self, aggregate, host):
         return Record(self._call(
