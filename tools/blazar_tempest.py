@@ -46,6 +46,8 @@ import tempfile
 
 from keystoneauth1 import loading
 from keystoneauth1 import session as ks_session
+from openstack import connection
+from openstack import exceptions
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 API_TESTS = r'^blazar_tempest_plugin\.tests\.api'
@@ -156,10 +158,15 @@ def admin_session(env):
 def register_all_hosts(env):
     """Put every compute host in the free pool, as DevStack's one node."""
     sess = admin_session(env)
-    nova = {'service_type': 'compute', 'interface': 'public',
-            'region_name': env['OS_REGION_NAME']}
-    lease_api = dict(nova, service_type='reservation')
-    hypervisors = sess.get('/os-hypervisors', endpoint_filter=nova).json()
+    # Nova through openstacksdk's compute proxy; the lease API (which
+    # openstacksdk does not know) through the catalog's reservation entry.
+    conn = connection.Connection(session=sess,
+                                 region_name=env['OS_REGION_NAME'])
+    lease_api = {'service_type': 'reservation', 'interface': 'public',
+                 'region_name': env['OS_REGION_NAME']}
+    resp = conn.compute.get('/os-hypervisors', microversion='2.96')
+    exceptions.raise_from_response(resp)
+    hypervisors = resp.json()
     known = {h['hypervisor_hostname'] for h in sess.get(
         '/os-hosts', endpoint_filter=lease_api).json()['hosts']}
     for hyp in hypervisors['hypervisors']:

@@ -13,14 +13,15 @@
 
 Everything is read through the service user of ``[nova_lease_auth]``
 (admin, as the engine): the compute API through
-:class:`nova_lease.compute.ComputeClient`, placement through a
-keystoneauth adapter of the same session (service type ``placement``).
+:class:`nova_lease.compute.ComputeClient`, placement through
+openstacksdk's placement proxy over the same session (service type
+``placement``), each request at :data:`PLACEMENT_MICROVERSION`.
 """
 
 import datetime
 
-from keystoneauth1 import adapter as ks_adapter
 from keystoneauth1 import exceptions as ks_exc
+from openstack import exceptions as os_exc
 from oslo_log import log as logging
 from oslo_utils import timeutils
 
@@ -62,11 +63,9 @@ class PlacementClient(object):
 
     def __init__(self, session, interface=None, region_name=None,
                  endpoint_override=None):
-        self._adapter = ks_adapter.Adapter(
-            session, service_type='placement',
-            interface=interface or 'public', region_name=region_name,
-            endpoint_override=endpoint_override,
-            default_microversion=PLACEMENT_MICROVERSION)
+        self._conn = compute.connect(
+            session, interface=interface, region_name=region_name,
+            placement_endpoint_override=endpoint_override)
 
     @classmethod
     def from_conf(cls, conf, group=compute.AUTH_GROUP):
@@ -79,8 +78,9 @@ class PlacementClient(object):
 
     def _get(self, url):
         try:
-            resp = self._adapter.get(url, raise_exc=False)
-        except ks_exc.ClientException as e:
+            resp = self._conn.placement.get(
+                url, microversion=PLACEMENT_MICROVERSION, raise_exc=False)
+        except (ks_exc.ClientException, os_exc.SDKException) as e:
             # No placement endpoint in the catalog, placement down, ...
             raise AuditReadError('placement GET %s: %s' % (
                 url, str(e) or type(e).__name__)) from e

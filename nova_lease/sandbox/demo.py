@@ -33,7 +33,8 @@ from oslo_utils import timeutils
 
 from nova_lease import resource_types as types
 
-#: The compute microversion the demo speaks (python-novaclient's maximum).
+#: The compute microversion the demo speaks (per call: nothing it does
+#: needs a newer one).
 COMPUTE_API_VERSION = '2.96'
 #: The lease API microversion the demo speaks: 1.1 has ``lease_type``
 #: (its best-effort lease), ``status_reason`` and ``best_effort_hosts``
@@ -77,33 +78,73 @@ def _session(env):
     return session.Session(auth=auth)
 
 
+class Record(object):
+    """A compute API object (a server, an aggregate) as attributes."""
+
+    def __init__(self, info):
+        self.__dict__.update(info)
+
+
 class Compute(object):
-    """The few compute calls the demo makes (python-novaclient 2.96)."""
+    """The few compute calls the demo makes (openstacksdk's compute proxy,
+    at :data:`COMPUTE_API_VERSION`).
+    """
 
     def __init__(self, env):
-        from novaclient import client
+        from openstack import connection
 
         self.session = _session(env)
-        self.nova = client.Client(COMPUTE_API_VERSION, session=self.session,
-                                  region_name=env.get('OS_REGION_NAME'))
+        self.conn = connection.Connection(
+            session=self.session, region_name=env.get('OS_REGION_NAME'),
+            app_name='nova_lease-demo')
 
-    def boot(self, name, image, flavor, hints):
-        return self.nova.servers.create(name, image, flavor, nics='none',
-                                        scheduler_hints=hints)
+    def _call(self, method, path, key=None, body=None):
+        from openstack import exceptions
+
+        resp = self.conn.compute.request(
+            path, method, json=body, microversion=COMPUTE_API_VERSION)
+        exceptions.raise_from_response(resp)
+        return resp.json()[key] if key else None
+
+    def boot(self, name, image, flavor, hints=None, availability_zone=None):
+        server = {'name': name, 'imageRef': image, 'flavorRef': flavor,
+                  'networks': 'none'}
+        if availability_zone:
+            server['availability_zone'] = availability_zone
+        body = {'server': server}
+        if hints:
+            body['os:scheduler_hints'] = hints
+        return Record(self._call('POST', '/servers', 'server', body))
 
     def get(self, server_id):
-        return self.nova.servers.get(server_id)
+        return Record(self._call('GET', '/servers/%s' % server_id, 'server'))
 
     def delete(self, server_id):
-        self.nova.servers.delete(server_id)
+        self._call('DELETE', '/servers/%s' % server_id)
 
     def exists(self, server_id):
-        from novaclient import exceptions
+        from openstack import exceptions
+
         try:
-            self.nova.servers.get(server_id)
-        except exceptions.NotFound:
+            self.get(server_id)
+        except exceptions.NotFoundException:
             return False
         return True
+
+    def aggregates(self):
+        return [Record(a) for a in self._call('GET', '/os-aggregates',
+                                              'aggregates')]
+
+    def create_aggregate(self, name):
+        created = self._call('POST', '/os-aggregates', 'aggregate', {
+            'aggregate': {'name': name, 'availability_zone': None}})
+        # Nova's answer to a creation has no hosts and no metadata yet.
+        return Record(dict({'hosts': [], 'metadata': {}}, **created))
+
+    def add_aggregate_host(self, aggregate, host):
+        return Record(self._call(
+            'POST', '/os-aggregates/%s/action' % aggregate.id, 'aggregate',
+            {'add_host': {'host': host}}))
 
 
 class Reservation(object):
@@ -378,7 +419,7 @@ def _end_lease(demo, lease_id, name, what):
 
 def _freepool_hosts(demo):
     """The hosts of the free pool (None: no free pool), as the admin."""
-    pools = [a for a in Compute(demo.admin_env).nova.aggregates.list()
+    pools = [a for a in Compute(demo.admin_env).aggregates()
              if a.name == 'freepool']
     return pools[0].hosts if pools else None
 
@@ -442,23 +483,23 @@ def _hunt_bystanders(demo):
              '... %s   (the hosts best-effort leases may empty: '
              '[nova_lease_api] best_effort_aggregate)', BEST_EFFORT_AGGREGATE,
              ' '.join(HUNT_HOSTS))
-    found = [a for a in admin.nova.aggregates.list()
+    found = [a for a in admin.aggregates()
              if a.name == BEST_EFFORT_AGGREGATE]
-    aggregate = found[0] if found else admin.nova.aggregates.create(
-        BEST_EFFORT_AGGREGATE, None)
+    aggregate = found[0] if found else admin.create_aggregate(
+        BEST_EFFORT_AGGREGATE)
     for host in HUNT_HOSTS:
         if host not in (aggregate.hosts or []):
-            aggregate = admin.nova.aggregates.add_host(aggregate, host)
+            aggregate = admin.add_aggregate_host(aggregate, host)
     demo.bystanders = []
     for host, count in zip(HUNT_HOSTS, (1, 2)):
         for i in range(count):
             demo.say('nova boot --availability-zone nova:%s ... '
                      'bystander-%s-%d   (as the admin: no lease)',
                      host, host, i)
-            server = admin.nova.servers.create(
+            server = admin.boot(
                 'bystander-%s-%d' % (host, i),
                 demo.env['NOVA_LEASE_IMAGE'], demo.env['NOVA_LEASE_FLAVOR'],
-                nics='none', availability_zone='nova:%s' % host)
+                availability_zone='nova:%s' % host)
             demo.bystanders.append(server.id)
     for server_id in demo.bystanders:
         demo.wait_for('bystander %s to be ACTIVE' % server_id,
@@ -494,7 +535,7 @@ def _best_effort_started(demo):
     _lease_active(demo, demo.host_lease_id, 'best-effort lease',
                   failed=('ERROR', 'TIMEDOUT'), show=True)
     admin = Compute(demo.admin_env)
-    [aggregate] = [a for a in admin.nova.aggregates.list()
+    [aggregate] = [a for a in admin.aggregates()
                    if a.name == demo.reservation_id]
     demo.say('its aggregate %s holds %s (seen by the admin)',
              aggregate.name, ', '.join(sorted(aggregate.hosts)))

@@ -69,7 +69,7 @@ nova_fixtures_module = importlib.import_module('nova.tests.fixtures.nova')
 # them (Nova itself never imports the plugin's options).
 lease_conf.register_opts(CONF)
 
-#: The microversion the project's novaclient code is pinned to (the highest
+#: The microversion of the tests' python-novaclient clients (the highest
 #: python-novaclient supports; Nova 34 goes up to 2.104).
 NOVACLIENT_VERSION = '2.96'
 

@@ -13,11 +13,11 @@
 
 The engine runs in the test process exactly as nova-lease-engine builds
 it: its own ConfigOpts read from a config file, a keystoneauth password
-session from [nova_lease_auth] (against the harness's Keystone), python-
-novaclient at 2.96. Faults are injected by a WSGI wrapper around Nova's
-API application (the requests still reach Nova's real API, which answers
-500 for the matched ones before Nova sees them), and time is moved with
-the harness clock.
+session from [nova_lease_auth] (against the harness's Keystone),
+openstacksdk's compute proxy. Faults are injected by a WSGI wrapper
+around Nova's API application (the requests still reach Nova's real API,
+which answers 500 for the matched ones before Nova sees them), and time
+is moved with the harness clock.
 """
 
 import datetime

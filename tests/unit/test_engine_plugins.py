@@ -90,6 +90,45 @@ class ComputeClientTest(testtools.TestCase):
                          status_code=404, json={})
         self.assertFalse(self.client.delete_server_tag(SERVER, 'reserved'))
 
+    def test_more_errors_translated(self):
+        # 401 (a token refused) is refused like a 403; a 404 of an action
+        # is "not found"; a catalog without compute is a plain error.
+        path = URL + '/servers/%s/action' % SERVER
+        for code, cls in ((401, compute.ComputeForbidden),
+                          (404, compute.ComputeNotFound)):
+            self.http.post(path, status_code=code, json={'x': {
+                'code': code, 'message': 'nope %d' % code}})
+            e = self.assertRaises(cls, self.client.migrate_server, SERVER)
+            self.assertEqual(code, e.status_code)
+            self.assertIn('nope %d' % code, str(e))
+        self.http.get(URL + '/os-services', exc=ks_exc.RequestTimeout)
+        self.assertRaises(compute.ComputeTimeout, self.client.list_services)
+        no_catalog = compute.ComputeClient(ks_session.Session(
+            auth=noauth.NoAuth()), timeout=5)
+        e = self.assertRaises(compute.ComputeError, no_catalog.list_services)
+        self.assertNotIsInstance(e, compute.ComputeUnavailable)
+
+    def test_microversions_within_nova(self):
+        from nova.api.openstack import api_version_request as nova_versions
+
+        newest = nova_versions.APIVersionRequest(compute.MAX_MICROVERSION)
+        self.assertEqual(nova_versions.max_api_version(), newest)
+        for version in (compute.MICROVERSION, compute.HINTS_MICROVERSION):
+            self.assertLessEqual(
+                nova_versions.APIVersionRequest(version), newest)
+
+    def test_paged_lists_follow_next_links(self):
+        page2 = URL + '/servers/detail?all_tenants=1&marker=a'
+        self.http.get(URL + '/servers/detail?all_tenants=1',
+                      complete_qs=True, json={
+                          'servers': [{'id': 'a'}],
+                          'servers_links': [{'rel': 'next',
+                                             'href': page2}]})
+        self.http.get(page2, complete_qs=True,
+                      json={'servers': [{'id': 'b'}]})
+        self.assertEqual(['a', 'b'], [
+            s['id'] for s in self.client.list_servers()])
+
 
 class FakeCompute(object):
     """Servers whose actions complete at once (like CastAsCall)."""

@@ -157,7 +157,8 @@ class PureRequestTest(testtools.TestCase):
         code = ('import sys\n'
                 'import nova_lease.plugins.host.request\n'
                 'print(sorted(m for m in sys.modules if m.split(".")[0] in '
-                '("nova", "novaclient", "sqlalchemy", "oslo_db")))\n')
+                '("nova", "novaclient", "openstack", "sqlalchemy", '
+                '"oslo_db")))\n')
         proc = subprocess.run([sys.executable, '-c', code],
                               capture_output=True, text=True, timeout=120)
         self.assertEqual(0, proc.returncode, proc.stderr)
