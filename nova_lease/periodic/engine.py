@@ -34,13 +34,17 @@ One loop thread per :class:`Engine`:
    shows events created or moved by another process (nova-api) since
    the engine last looked.
 
-A second thread beats (``engine_heartbeat_interval``) in the
+Periodic chores run beside the loop, on one ``futurist.periodics``
+worker (nova_lease.periodic.chores: uniform error logging, per-chore
+metrics): a heartbeat (``engine_heartbeat_interval``) in the
 ``processes`` table where the engine registered when :meth:`Engine.run`
-began, and watches the other engines' heartbeats: the claims of an engine
-whose heartbeat counter has not moved for ``engine_heartbeat_timeout``
-seconds (by this engine's clock) are released at once
-(nova_lease.periodic.liveness). A third one runs the idle-host action
-(``[nova_lease_engine] idle_host_action``, nova_lease.periodic.idle).
+began, which also watches the other engines' heartbeats -- the claims of
+an engine whose heartbeat counter has not moved for
+``engine_heartbeat_timeout`` seconds (by this engine's clock) are
+released at once (nova_lease.periodic.liveness); the check of Nova's
+scheduler services; the idle-host action (``[nova_lease_engine]
+idle_host_action``, nova_lease.periodic.idle); and the compute hook's
+reconcile pass (:meth:`Engine.add_chore`).
 
 Each job carries a guard (nova_lease.guard), installed for its worker
 thread: a job that timed out, or whose claims were released at stop, is
@@ -81,6 +85,7 @@ from oslo_utils import uuidutils
 from nova_lease.db import api as db_api
 from nova_lease import exception
 from nova_lease.periodic import actions
+from nova_lease.periodic import chores as engine_chores
 from nova_lease.periodic import claiming
 from nova_lease.periodic import idle
 from nova_lease.periodic import liveness
@@ -142,6 +147,11 @@ class Engine(object):
     #: running, so that their results are recorded in one transaction.
     coalesce_delay = 0.005
 
+    #: Seconds run() waits at stop for a periodic chore still running
+    #: (its threads are daemons: one stuck on Nova does not hold the
+    #: process).
+    CHORES_STOP_TIMEOUT = 5
+
     def __init__(self, conf, db=None, plugins=None, notifier=None,
                  engine_id=None):
         self.conf = conf
@@ -178,9 +188,12 @@ class Engine(object):
             claim_check=self.claims.held, notifier=notifier,
             stats=self.stats, on_finished=self._job_finished,
             on_gone=self.wake)
-        # Registration and heartbeats (see run()).
+        # The periodic chores, on one futurist worker while run() runs:
+        # registration heartbeats and the service check (liveness), the
+        # idle-host pass (idle), and what else the process adds
+        # (add_chore: the compute hook's reconcile pass).
+        self.chores = engine_chores.Chores()
         self.liveness = liveness.Liveness(self)
-        # The idle-host action (a thread of its own while run() runs).
         self.idle_hosts = idle.IdleHosts(self)
 
     def __repr__(self):
@@ -202,6 +215,18 @@ class Engine(object):
         see :meth:`nova_lease.periodic.observer.Observer.observe_now`.
         """
         self.runner.observer.observe_now(server_id, server)
+
+    def add_chore(self, name, func, spacing, run_immediately=True):
+        """Run ``func()`` every ``spacing`` seconds while :meth:`run`
+        runs, with the engine's other chores (nova_lease.periodic.chores).
+        """
+        return self.chores.add(name, func, spacing,
+                               run_immediately=run_immediately)
+
+    def status(self):
+        """The engine's counters, with its chores' metrics."""
+        return dict(self.stats, in_flight=self.in_flight,
+                    chores=self.chores.metrics())
 
     def stop(self):
         """Ask :meth:`run` to finish or release its claims and return."""
@@ -230,8 +255,9 @@ class Engine(object):
             no schema (nothing is claimed).
         """
         self.liveness.register(at_start=True)
-        self.liveness.start()
-        self.idle_hosts.start()
+        self.liveness.add_chores(self.chores)
+        self.idle_hosts.add_chores(self.chores)
+        self.chores.start()
         self._recorder = threading.Thread(target=self._recorder_loop,
                                           name='lease-recorder', daemon=True)
         self._recorder.start()
@@ -270,9 +296,12 @@ class Engine(object):
             self._recorder_stop.set()
             self._record_wakeup.set()
             self._recorder.join(30)
+            if not self.chores.stop(self.CHORES_STOP_TIMEOUT):
+                LOG.warning('Lease engine %s: a periodic chore did not '
+                            'finish at stop', self.engine_id)
             self.liveness.stop()
-            self.idle_hosts.stop()
             self.stats['claim_checks'] = self.claims.queries
+            self.stats['chores'] = self.chores.metrics()
             LOG.info('Lease engine %(id)s stopped: %(stats)s',
                      {'id': self.engine_id, 'stats': self.stats})
 
