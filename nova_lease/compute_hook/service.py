@@ -38,7 +38,7 @@ def notifications_configured(conf):
 
 
 def start(conf, db=None, compute_client=None, notifier=None,
-          transport=None, listen=None, on_server_change=None):
+          transport=None, listen=None, on_server_change=None, chores=None):
     """Start the compute hook; return ``stop()``.
 
     :param conf: the engine's ConfigOpts ([nova_lease],
@@ -49,6 +49,9 @@ def start(conf, db=None, compute_client=None, notifier=None,
         default): when :func:`notifications_configured`.
     :param on_server_change: told of every server a notification shows
         changed (see :class:`~nova_lease.compute_hook.hook.ComputeHook`).
+    :param chores: a :class:`nova_lease.periodic.chores.Chores` (the
+        engine's) to run the reconcile pass on; without it, a thread of
+        its own (:class:`~nova_lease.compute_hook.hook.Reconciler`).
     """
     hook = compute_hook.ComputeHook(conf, db=db,
                                     compute_client=compute_client,
@@ -72,10 +75,19 @@ def start(conf, db=None, compute_client=None, notifier=None,
                           'leases are kept right by the reconcile pass '
                           'every %s s',
                           conf.nova_lease_engine.reconcile_interval)
-    reconciler = compute_hook.Reconciler(hook).start()
+    reconciler = None
+    interval = conf.nova_lease_engine.reconcile_interval
+    if chores is None:
+        reconciler = compute_hook.Reconciler(hook).start()
+    elif interval:
+        # (The first pass after one interval, as the Reconciler's.)
+        chores.add('reconcile', hook.reconcile,
+                   lambda: conf.nova_lease_engine.reconcile_interval,
+                   run_immediately=False)
 
     def stop():
-        reconciler.stop()
+        if reconciler is not None:
+            reconciler.stop()
         if listener is not None:
             try:
                 listener.stop()

@@ -61,6 +61,7 @@ failed or was refused (it is retried until best_effort_timeout, whatever
 max_retries says).
 """),
     cfg.IntOpt('retry_interval',
+               mutable=True,
                deprecated_group=lease.GROUP_NAME,
                default=30,
                min=1,
@@ -72,6 +73,7 @@ max_retries says).
                 help='Resource plugins the engine loads, by name in the '
                      'nova_lease.resource_plugins entry point namespace.'),
     cfg.FloatOpt('engine_max_sleep',
+                 mutable=True,
                  deprecated_group=lease.GROUP_NAME,
                  default=10.0,
                  min=0.05,
@@ -95,6 +97,7 @@ Related options:
 * engine_probe_interval
 """),
     cfg.IntOpt('engine_batch_size',
+               mutable=True,
                deprecated_group=lease.GROUP_NAME,
                default=500,
                min=1,
@@ -188,6 +191,7 @@ that is only slow is left alone until then: give the slowest delete of
 your computes (volumes detached, disks removed) with a margin.
 """),
     cfg.IntOpt('engine_shutdown_timeout',
+               mutable=True,
                deprecated_group=lease.GROUP_NAME,
                default=30,
                min=0,
@@ -239,6 +243,7 @@ Related options:
   larger.
 """),
     cfg.FloatOpt('engine_probe_interval',
+                 mutable=True,
                  deprecated_group=lease.GROUP_NAME,
                  default=0.1,
                  min=0.0,
@@ -318,6 +323,7 @@ Related options:
 * [nova_lease] idle_host_wake_minutes, [nova_lease] freepool_aggregate
 """),
     cfg.FloatOpt('idle_host_min_hours',
+                 mutable=True,
                  deprecated_group=lease.GROUP_NAME,
                  default=2.0,
                  min=0.0,
@@ -332,6 +338,7 @@ Related options:
 * idle_host_action
 """),
     cfg.IntOpt('idle_host_interval',
+               mutable=True,
                deprecated_group=lease.GROUP_NAME,
                default=300,
                min=1,

@@ -9,25 +9,37 @@
 # WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
 # License for the specific language governing permissions and limitations
 # under the License.
-"""Running the claimed events' actions (the engine's worker threads).
+"""The engine's runner: its jobs, the two-priority pool, the observer.
 
-The part of the event engine (:class:`nova_lease.periodic.engine.Engine`
-inherits :class:`ActionsMixin`) that runs a job:
+:class:`Runner` is the part of the event engine
+(:class:`nova_lease.periodic.engine.Engine`) that runs the claimed
+events' actions. It knows nothing of the database's claims or of the
+loop's sleep; the engine gives it claimed events (:meth:`Runner.submit`)
+and takes back their results (:meth:`Runner.take_finished`,
+:meth:`Runner.retire`):
 
-* ``_execute`` (in a worker) runs the resource plugin method of the
-  event's type (:data:`ACTIONS`) for each reservation of the lease, with
-  the job's guard installed (nova_lease.guard), and sends the
-  before-end notification;
+* a worker runs the resource plugin method of the event's type
+  (:data:`ACTIONS`) for each reservation of the lease, with the job's
+  guard installed (nova_lease.guard), and sends the before-end
+  notification;
 * a plugin that asked Nova for something slow returns a Wait: the job is
-  parked (``_park``, ``_wait_for``) with the observer
-  (nova_lease.periodic.observer), its worker is free, and ``_resume``
-  continues it in a worker once the Wait is over;
-* ``_check_timeouts`` (in the loop) fails a job stuck in a plugin call
-  longer than ``plugin_call_timeout`` and replaces its worker thread;
-* ``_finish`` hands the result (nova_lease.periodic.outcomes) to the
-  recorder (nova_lease.periodic.claiming).
+  parked with the observer (nova_lease.periodic.observer), its worker is
+  free, and the job continues in a worker once the Wait is over;
+* :meth:`Runner.check_timeouts` fails a job stuck in a plugin call longer
+  than ``plugin_call_timeout`` and replaces its worker thread;
+* a finished job's result (nova_lease.periodic.outcomes) waits in
+  :meth:`Runner.take_finished` for the engine to record it.
+
+Why a pool of two priorities (jobs.WorkerPool) rather than
+concurrent.futures: in a burst of starts, the jobs resumed after a Wait
+(their bookkeeping requests to nova-api) go behind the new starts, which
+get servers placed sooner (benchmarks/wakeup.py); and its threads are
+daemons, so a process whose plugin call hangs still exits at stop.
 """
 
+import collections
+import functools
+import threading
 import time
 
 from oslo_log import log as logging
@@ -40,6 +52,7 @@ from nova_lease import gate
 from nova_lease import guard
 from nova_lease import notifications
 from nova_lease.periodic import jobs
+from nova_lease.periodic import observer
 from nova_lease.periodic import outcomes
 from nova_lease.plugins import base as plugin_base
 from nova_lease.plugins.host import allocation as host_allocation
@@ -60,15 +73,187 @@ ACTIONS = {
 }
 
 
-class ActionsMixin(object):
-    """The actions of the engine's jobs, and their notifications.
+class Runner(object):
+    """Runs the jobs of claimed events (thread-safe; see the module doc).
 
-    Uses the engine's ``opts``, ``plugins``, ``notifier``, ``stats``,
-    ``observer``, its lock and jobs (``_lock``, ``_calls``,
-    ``_finished``), its pools (``_pool``, ``_notify_pool``), ``_stopping``
-    and the wake-ups of its loop and recorder (``_wakeup``, ``_recorder``,
-    ``_record_wakeup``).
+    :param conf: the options (``[nova_lease_engine]`` above all).
+    :param plugins: ``{resource type: plugin}``.
+    :param engine_id: the engine's name, for messages and the observer.
+    :param db: the side database (notifications read the lease's hosts).
+    :param claim_check: ``claim_check(event_id, attempts)``: True while
+        the engine holds that claim (the jobs' guards ask it).
+    :param notifier: a nova_lease.notifications.LeaseNotifier, or None.
+    :param stats: the engine's counters (``done``, ``retried``,
+        ``failed``, ``skipped`` are counted here).
+    :param on_finished: called (no argument) when a job finished: its
+        result waits in :meth:`take_finished`.
+    :param on_gone: called when a recorded start found a resource gone
+        and the plugin ended leases for it (the engine looks again).
     """
+
+    def __init__(self, conf, plugins, engine_id, db=None, claim_check=None,
+                 notifier=None, stats=None, on_finished=None, on_gone=None):
+        self.conf = conf
+        self.opts = conf.nova_lease_engine
+        self.plugins = plugins
+        self.engine_id = engine_id
+        self.db = db
+        self.notifier = notifier
+        self.stats = stats if stats is not None else collections.Counter()
+        self._claim_check = claim_check
+        self._on_finished = on_finished or (lambda: None)
+        self._on_gone = on_gone or (lambda: None)
+        self._lock = threading.Lock()
+        self._jobs = {}         # {event id: job} held (running or not)
+        self._calls = {}        # {id(job): job} of the jobs in a call
+        self._finished = []     # jobs whose result is not recorded yet
+        self._changed = threading.Event()   # a job finished
+        self._closing = False
+        self.pool = jobs.WorkerPool(self.opts.engine_workers, 'lease-engine')
+        self._notify_pool = jobs.WorkerPool(1, 'lease-notify')
+        # Watches the servers that plugin Waits wait for.
+        self.observer = observer.Observer(engine_id, self.opts,
+                                          self._resume_later)
+
+    def _count(self, key):
+        self.stats[key] = self.stats.get(key, 0) + 1
+
+    # -- what the engine asks ---------------------------------------------
+
+    @property
+    def in_flight(self):
+        """How many jobs are held (queued, running, waiting or finished
+        but not recorded).
+        """
+        with self._lock:
+            return len(self._jobs)
+
+    def held_event_ids(self):
+        """The events this runner holds a job of."""
+        with self._lock:
+            return list(self._jobs)
+
+    def unfinished(self):
+        """The jobs without a result yet."""
+        with self._lock:
+            return [j for j in self._jobs.values() if j.result is None]
+
+    def room(self):
+        """How many events to claim now (0: wait for a bigger chunk).
+
+        At most ``engine_batch_size`` are held. A claim costs a
+        transaction of several queries whatever its size, so while enough
+        actions are queued for the workers (they would not start the new
+        ones sooner), the engine waits until a quarter of a batch is free
+        instead of claiming a few events at every finished action.
+        """
+        in_flight = self.in_flight
+        room = self.opts.engine_batch_size - in_flight
+        if (in_flight >= 2 * self.opts.engine_workers and
+                room < self.opts.engine_batch_size // 4):
+            return 0
+        return max(room, 0)
+
+    def submit(self, events):
+        """Run the actions of these claimed events; returns how many were
+        handed to the workers (fewer once :meth:`drain` began).
+        """
+        with self._lock:
+            new = [jobs.Job(e, None if self._claim_check is None else
+                            functools.partial(self._claim_check, e['id'],
+                                              e['attempts']))
+                   for e in events]
+            for job in new:
+                self._jobs[job.event['id']] = job
+        started = 0
+        for job in new:
+            LOG.debug('Claimed %(type)s %(id)s of lease %(lease)s',
+                      {'type': job.event['event_type'],
+                       'id': job.event['id'],
+                       'lease': job.event['lease_id']})
+            try:
+                self.pool.submit(self._execute, job)
+            except RuntimeError:     # the pool is shut down: stopping
+                break
+            started += 1
+        return started
+
+    def has_finished(self):
+        with self._lock:
+            return bool(self._finished)
+
+    def take_finished(self):
+        """The finished jobs not taken yet (their ``result`` set)."""
+        with self._lock:
+            finished, self._finished = self._finished, []
+            self._changed.clear()
+        return finished
+
+    def put_back(self, finished):
+        """Jobs taken whose results could not be recorded: take them
+        again next time.
+        """
+        with self._lock:
+            self._finished[:0] = finished
+
+    def retire(self, finished, applied):
+        """Forget recorded jobs; send the notices of those whose result
+        was recorded (``applied``: their event ids), and tell the plugins
+        what their starts found gone.
+        """
+        with self._lock:
+            for job in finished:
+                self._jobs.pop(job.event['id'], None)
+        for job in finished:
+            if job.event['id'] not in applied:
+                LOG.warning('Event %(id)s (%(type)s of lease %(lease)s): '
+                            'the claim of %(me)s was taken over, result '
+                            'dropped', {'id': job.event['id'],
+                                        'type': job.event['event_type'],
+                                        'lease': job.event['lease_id'],
+                                        'me': self.engine_id})
+                continue
+            for event_type, lease in job.notices:
+                self._notify_later(event_type, lease)
+            self._resources_gone(job)
+
+    def oldest_call(self):
+        """Monotonic start of the oldest plugin call running, or None."""
+        with self._lock:
+            calls = [j.call_started for j in self._calls.values()
+                     if j.state == 'running' and j.call_started is not None]
+        return min(calls) if calls else None
+
+    def wait_finished(self, timeout):
+        """Wait up to timeout for a job to finish; True if one did."""
+        return self._changed.wait(timeout)
+
+    def drain(self, timeout):
+        """Stop: drop the jobs not started, stop the workers and the
+        observer, and wait up to ``timeout`` seconds for the running
+        actions. Returns nothing; see :meth:`unfinished`.
+        """
+        with self._lock:
+            self._closing = True
+            for job in self._jobs.values():
+                if job.state == 'queued':
+                    job.state = 'cancelled'
+                    job.guard.cancel('engine %s stopped before it ran'
+                                     % self.engine_id)
+        self.pool.shutdown(cancel=True)
+        self.observer.stop()
+        deadline = time.monotonic() + timeout
+        while True:
+            running = [j for j in self.unfinished() if j.state == 'running']
+            if not running or time.monotonic() >= deadline:
+                return
+            self._changed.wait(min(0.1, max(0, deadline - time.monotonic())))
+            self._changed.clear()
+
+    def close(self, timeout=10):
+        """Send the notifications queued, then stop their thread."""
+        self._notify_pool.shutdown(cancel=False)
+        self._notify_pool.join(timeout)
 
     # -- actions (worker threads) -----------------------------------------
 
@@ -81,7 +266,7 @@ class ActionsMixin(object):
         lease = event['lease']
         try:
             if event.get('_skip'):
-                self.stats['skipped'] += 1
+                self._count('skipped')
                 LOG.info('Skipped %(type)s of lease %(lease)s: %(why)s',
                          {'type': event['event_type'],
                           'lease': lease['id'], 'why': event['_skip']})
@@ -111,7 +296,7 @@ class ActionsMixin(object):
             result, notices = self._failure(event, lease, e)
         return self._finish(job, result, notices)
 
-    def _check_timeouts(self):
+    def check_timeouts(self):
         """Fail the actions stuck in a plugin call for too long.
 
         The stuck worker thread cannot be interrupted: it is replaced by a
@@ -143,9 +328,11 @@ class ActionsMixin(object):
                                                     error)
             with self._lock:
                 self._finished.append(job)
-            self._record_wakeup.set()
-            if not self._stopping.is_set():
-                self._pool.add_worker()
+                self._changed.set()
+                closing = self._closing
+            self._on_finished()
+            if not closing:
+                self.pool.add_worker()
 
     def _park(self, job, plugin, wait, what):
         """Watch a plugin's Wait of job (see nova_lease.plugins.base)."""
@@ -181,7 +368,7 @@ class ActionsMixin(object):
         :raises RuntimeError: the engine is stopping (its claims are
             released).
         """
-        self._pool.submit_later(self._resume, entry, server, error)
+        self.pool.submit_later(self._resume, entry, server, error)
 
     def _resume(self, entry, server, error):
         """In a worker: continue a job once a Wait of it is over."""
@@ -240,10 +427,8 @@ class ActionsMixin(object):
             job.notices = notices
             job.result = result
             self._finished.append(job)
-        if self._recorder is not None:
-            self._record_wakeup.set()
-        else:
-            self._wakeup.set()
+            self._changed.set()
+        self._on_finished()
         return None
 
     def _act(self, job, event, lease):
@@ -326,7 +511,7 @@ class ActionsMixin(object):
 
     def _success(self, event, lease, notes=()):
         """The result and notices of a finished action (see outcomes)."""
-        self.stats['done'] += 1
+        self._count('done')
         return outcomes.success(event, lease, notes)
 
     def _failure(self, event, lease, error):
@@ -334,8 +519,8 @@ class ActionsMixin(object):
         the lease in ERROR (see outcomes).
         """
         result, notices = outcomes.failure(event, lease, error, self.conf)
-        self.stats['retried' if result['status'] == _E.UNDONE
-                   else 'failed'] += 1
+        self._count('retried' if result['status'] == _E.UNDONE
+                    else 'failed')
         return result, notices
 
     def _send(self, event_type, lease):
@@ -369,6 +554,23 @@ class ActionsMixin(object):
         if event_type == notifications.END and current.get('events'):
             figures = lease_usage.whole_lease(current, timeutils.utcnow())
         return current['reservations'], figures
+
+    def _resources_gone(self, job):
+        """Tell the plugins what a recorded start found gone."""
+        for plugin, resource_id in job.gone:
+            try:
+                ended = plugin.resource_gone(self.db, resource_id)
+            except Exception:
+                # Reconcile ends such a lease later.
+                LOG.exception('Could not record that %(id)s (lease '
+                              '%(lease)s) is gone',
+                              {'id': resource_id,
+                               'lease': job.event['lease_id']})
+                continue
+            if ended:
+                LOG.info('Lease(s) %(leases)s end now: %(id)s is gone',
+                         {'leases': ', '.join(ended), 'id': resource_id})
+                self._on_gone()
 
     def _notify_later(self, event_type, lease):
         if self.notifier is None:

@@ -34,13 +34,17 @@ One loop thread per :class:`Engine`:
    shows events created or moved by another process (nova-api) since
    the engine last looked.
 
-A second thread beats (``engine_heartbeat_interval``) in the
+Periodic chores run beside the loop, on one ``futurist.periodics``
+worker (nova_lease.periodic.chores: uniform error logging, per-chore
+metrics): a heartbeat (``engine_heartbeat_interval``) in the
 ``processes`` table where the engine registered when :meth:`Engine.run`
-began, and watches the other engines' heartbeats: the claims of an engine
-whose heartbeat counter has not moved for ``engine_heartbeat_timeout``
-seconds (by this engine's clock) are released at once
-(nova_lease.periodic.liveness). A third one runs the idle-host action
-(``[nova_lease_engine] idle_host_action``, nova_lease.periodic.idle).
+began, which also watches the other engines' heartbeats -- the claims of
+an engine whose heartbeat counter has not moved for
+``engine_heartbeat_timeout`` seconds (by this engine's clock) are
+released at once (nova_lease.periodic.liveness); the check of Nova's
+scheduler services; the idle-host action (``[nova_lease_engine]
+idle_host_action``, nova_lease.periodic.idle); and the compute hook's
+reconcile pass (:meth:`Engine.add_chore`).
 
 Each job carries a guard (nova_lease.guard), installed for its worker
 thread: a job that timed out, or whose claims were released at stop, is
@@ -60,31 +64,32 @@ wait and try again, never stop. "Now" is
 ``oslo_utils.timeutils.utcnow()``, so tests drive the engine with a
 clock override and :meth:`Engine.process_due`.
 
-This module holds the loop (:meth:`Engine.run`, :meth:`Engine.run_once`,
-:meth:`Engine.process_due`), its sleep, the recorder thread and the
-shutdown. The claims and records of steps 1 to 3 are in
-nova_lease.periodic.claiming, the actions of step 4 in
-nova_lease.periodic.actions; :class:`Engine` inherits both.
+This module wires the parts (:meth:`Engine.run`, :meth:`Engine.run_once`,
+:meth:`Engine.process_due`) and holds the recorder thread and the
+shutdown. The claims and records of steps 1 to 3 are
+nova_lease.periodic.claiming's :class:`~.claiming.Claims`, the actions of
+step 4 nova_lease.periodic.actions' :class:`~.actions.Runner`, the sleep
+of step 5 nova_lease.periodic.loop's :class:`~.loop.Loop`: an engine has
+one of each (composition, no shared private state).
 """
 
-import datetime
+import collections
 import os
 import socket
 import threading
 import time
 
 from oslo_log import log as logging
-from oslo_utils import timeutils
 from oslo_utils import uuidutils
 
 from nova_lease.db import api as db_api
 from nova_lease import exception
 from nova_lease.periodic import actions
+from nova_lease.periodic import chores as engine_chores
 from nova_lease.periodic import claiming
 from nova_lease.periodic import idle
-from nova_lease.periodic import jobs
 from nova_lease.periodic import liveness
-from nova_lease.periodic import observer
+from nova_lease.periodic import loop as engine_loop
 from nova_lease.plugins import base as plugin_base
 
 LOG = logging.getLogger(__name__)
@@ -121,16 +126,31 @@ def default_engine_id():
                          uuidutils.generate_uuid(dashed=False)[:8])
 
 
-class Engine(claiming.ClaimingMixin, actions.ActionsMixin):
+class Engine(object):
     """One event engine (thread-safe; run it with :meth:`run`).
 
-    Its claims and records are :class:`~.claiming.ClaimingMixin`'s, the
-    actions of its jobs :class:`~.actions.ActionsMixin`'s.
+    Composed of three parts with narrow interfaces, each tested alone
+    (tests/unit/test_engine_parts.py):
+
+    * :attr:`claims` (:class:`~.claiming.Claims`): the database side;
+    * :attr:`runner` (:class:`~.actions.Runner`): the jobs, the workers
+      and the observer;
+    * :attr:`loop` (:class:`~.loop.Loop`): the sleep and its wake-ups.
+
+    The engine wires them (a pass: record, recover, refresh, claim,
+    submit) and owns the threads around them: the recorder, the
+    heartbeat (:attr:`liveness`) and the idle-host pass
+    (:attr:`idle_hosts`).
     """
 
     #: Real seconds the loop waits after a wake-up while actions are
     #: running, so that their results are recorded in one transaction.
     coalesce_delay = 0.005
+
+    #: Seconds run() waits at stop for a periodic chore still running
+    #: (its threads are daemons: one stuck on Nova does not hold the
+    #: process).
+    CHORES_STOP_TIMEOUT = 5
 
     def __init__(self, conf, db=None, plugins=None, notifier=None,
                  engine_id=None):
@@ -145,34 +165,35 @@ class Engine(claiming.ClaimingMixin, actions.ActionsMixin):
                         else dict(plugins))
         self.notifier = notifier
         self.engine_id = engine_id or default_engine_id()
-        self._wakeup = threading.Event()
+        self.stats = {'claimed': 0, 'done': 0, 'retried': 0, 'failed': 0,
+                      'skipped': 0, 'recovered': 0, 'released': 0,
+                      'db_errors': 0, 'probes': 0, 'probe_wakeups': 0}
         self._stopping = threading.Event()
         self._stopped = threading.Event()
         self._running = False
         self._shutting_down = False
-        self._lock = threading.Lock()
-        self._jobs = {}
-        self._calls = {}        # {id(job): job} of the jobs in a call
-        self._finished = []
+        self._state_lock = threading.Lock()
         # While run() runs, a recorder thread records the results (in
         # parallel with the loop's claims: both wait on the database).
         self._recorder = None
         self._record_wakeup = threading.Event()
         self._recorder_stop = threading.Event()
-        self._pool = jobs.WorkerPool(self.opts.engine_workers, 'lease-engine')
-        self._claims = jobs.ClaimChecker(self.db, self.engine_id)
-        self._notify_pool = jobs.WorkerPool(1, 'lease-notify')
-        # Watches the servers that plugin Waits wait for.
-        self.observer = observer.Observer(self.engine_id, self.opts,
-                                          self._resume_later)
-        self._last_recovery = None
-        self._last_refresh = timeutils.utcnow()
-        self.stats = {'claimed': 0, 'done': 0, 'retried': 0, 'failed': 0,
-                      'skipped': 0, 'recovered': 0, 'released': 0,
-                      'db_errors': 0, 'probes': 0, 'probe_wakeups': 0}
-        # Registration and heartbeats (see run()).
+        self.loop = engine_loop.Loop(self.db, self.opts, self.stats,
+                                     self.engine_id)
+        self.claims = claiming.Claims(self.db, self.engine_id,
+                                      self.shared.engine_claim_timeout,
+                                      self.stats)
+        self.runner = actions.Runner(
+            conf, self.plugins, self.engine_id, db=self.db,
+            claim_check=self.claims.held, notifier=notifier,
+            stats=self.stats, on_finished=self._job_finished,
+            on_gone=self.wake)
+        # The periodic chores, on one futurist worker while run() runs:
+        # registration heartbeats and the service check (liveness), the
+        # idle-host pass (idle), and what else the process adds
+        # (add_chore: the compute hook's reconcile pass).
+        self.chores = engine_chores.Chores()
         self.liveness = liveness.Liveness(self)
-        # The idle-host action (a thread of its own while run() runs).
         self.idle_hosts = idle.IdleHosts(self)
 
     def __repr__(self):
@@ -180,20 +201,37 @@ class Engine(claiming.ClaimingMixin, actions.ActionsMixin):
 
     # -- control ----------------------------------------------------------
 
+    @property
+    def observer(self):
+        """The runner's observer (nova_lease.periodic.observer)."""
+        return self.runner.observer
+
     def wake(self):
         """Look at the database now (thread-safe)."""
-        self._wakeup.set()
+        self.loop.wake()
 
     def observe_now(self, server_id=None, server=None):
         """A server changed (thread-safe; e.g. it sent a notification):
         see :meth:`nova_lease.periodic.observer.Observer.observe_now`.
         """
-        self.observer.observe_now(server_id, server)
+        self.runner.observer.observe_now(server_id, server)
+
+    def add_chore(self, name, func, spacing, run_immediately=True):
+        """Run ``func()`` every ``spacing`` seconds while :meth:`run`
+        runs, with the engine's other chores (nova_lease.periodic.chores).
+        """
+        return self.chores.add(name, func, spacing,
+                               run_immediately=run_immediately)
+
+    def status(self):
+        """The engine's counters, with its chores' metrics."""
+        return dict(self.stats, in_flight=self.in_flight,
+                    chores=self.chores.metrics())
 
     def stop(self):
         """Ask :meth:`run` to finish or release its claims and return."""
         self._stopping.set()
-        self._wakeup.set()
+        self.loop.wake()
 
     @property
     def stopping(self):
@@ -204,12 +242,11 @@ class Engine(claiming.ClaimingMixin, actions.ActionsMixin):
         """True while Nova's notifications count as reaching this engine
         (see :class:`nova_lease.periodic.observer.Observer`).
         """
-        return self.observer.notices_flow
+        return self.runner.observer.notices_flow
 
     @property
     def in_flight(self):
-        with self._lock:
-            return len(self._jobs)
+        return self.runner.in_flight
 
     def run(self):
         """The loop; returns after :meth:`stop` (claims finished/released).
@@ -218,8 +255,9 @@ class Engine(claiming.ClaimingMixin, actions.ActionsMixin):
             no schema (nothing is claimed).
         """
         self.liveness.register(at_start=True)
-        self.liveness.start()
-        self.idle_hosts.start()
+        self.liveness.add_chores(self.chores)
+        self.idle_hosts.add_chores(self.chores)
+        self.chores.start()
         self._recorder = threading.Thread(target=self._recorder_loop,
                                           name='lease-recorder', daemon=True)
         self._recorder.start()
@@ -228,11 +266,11 @@ class Engine(claiming.ClaimingMixin, actions.ActionsMixin):
         self._running = True
         try:
             while not self._stopping.is_set():
-                self._wakeup.clear()
+                self.loop.clear()
                 baseline = None
                 try:
                     claimed = self.run_once()
-                    timeout, baseline = self._sleep_time(claimed)
+                    timeout, baseline = self._plan(claimed)
                     if backoff:
                         LOG.info('Lease engine %s: database reachable '
                                  'again', self.engine_id)
@@ -250,7 +288,7 @@ class Engine(claiming.ClaimingMixin, actions.ActionsMixin):
                                  'error': e}, exc_info=first)
                     timeout = backoff
                 if timeout > 0:
-                    woken = self._wait(timeout, baseline)
+                    woken = self.loop.sleep(timeout, baseline)
                     if woken and self.in_flight and self.coalesce_delay:
                         time.sleep(self.coalesce_delay)
         finally:
@@ -258,9 +296,12 @@ class Engine(claiming.ClaimingMixin, actions.ActionsMixin):
             self._recorder_stop.set()
             self._record_wakeup.set()
             self._recorder.join(30)
+            if not self.chores.stop(self.CHORES_STOP_TIMEOUT):
+                LOG.warning('Lease engine %s: a periodic chore did not '
+                            'finish at stop', self.engine_id)
             self.liveness.stop()
-            self.idle_hosts.stop()
-            self.stats['claim_checks'] = self._claims.queries
+            self.stats['claim_checks'] = self.claims.queries
+            self.stats['chores'] = self.chores.metrics()
             LOG.info('Lease engine %(id)s stopped: %(stats)s',
                      {'id': self.engine_id, 'stats': self.stats})
 
@@ -270,11 +311,12 @@ class Engine(claiming.ClaimingMixin, actions.ActionsMixin):
         Returns the number of events claimed (their actions run in the
         worker threads; see :meth:`process_due` to wait for them).
         """
-        self._check_timeouts()
+        self.runner.check_timeouts()
         if self._recorder is None:
             self._record()
-        self._recover(force_recovery)
-        self._refresh()
+        self.claims.recover(force_recovery)
+        self.claims.refresh(lambda: [j.event['id']
+                                     for j in self.runner.unfinished()])
         return self._claim()
 
     def process_due(self, timeout=120.0):
@@ -290,13 +332,12 @@ class Engine(claiming.ClaimingMixin, actions.ActionsMixin):
             claimed = self.run_once(force_recovery=force)
             force = False
             total += claimed
-            while self._unfinished():
+            while self.runner.unfinished():
                 if time.monotonic() > deadline:
                     raise RuntimeError('events still running after %s s'
                                        % timeout)
-                self._wakeup.wait(0.05)
-                self._wakeup.clear()
-                self._check_timeouts()
+                self.loop.wait(0.05)
+                self.runner.check_timeouts()
             self._record()
             if not claimed and not self.in_flight:
                 return total
@@ -313,75 +354,48 @@ class Engine(claiming.ClaimingMixin, actions.ActionsMixin):
 
     # -- loop steps -------------------------------------------------------
 
-    def _sleep_time(self, claimed):
+    def _claim(self):
+        if self._stopping.is_set():
+            return 0
+        events = self.claims.claim(self.runner.room())
+        if events:
+            self.runner.submit(events)
+        return len(events)
+
+    def _plan(self, claimed):
         """(seconds to sleep, probe baseline or None)."""
-        room = self._room()
-        with self._lock:
-            if self._finished and self._recorder is None:
-                return 0, None
-            calls = [j.call_started for j in self._calls.values()
-                     if j.state == 'running' and j.call_started is not None]
-        longest = self.opts.engine_max_sleep
-        if calls:
-            # Wake up when the oldest plugin call times out.
-            longest = min(longest, max(
-                0.05, min(calls) + self.opts.plugin_call_timeout
-                - time.monotonic()))
-        if claimed and room > 0:
-            return 0, None    # a full batch: more may be due
-        if room <= 0:
-            return longest, None    # a finished action wakes the loop
-        # The baseline of the probes is taken before the next due time is
-        # read: an event committed before the baseline is in that time,
-        # one committed after it changes the probe.
-        baseline = self._baseline(longest)
-        next_time = db_api.engine_next_event_time(self.db)
-        if next_time is None:
-            return longest, baseline
-        delta = (next_time - timeutils.utcnow()).total_seconds()
-        if delta <= 0:
-            # Due but not claimed: another engine is claiming it.
-            return 0.05, None
-        return min(delta, longest), baseline
+        if self._recorder is None and self.runner.has_finished():
+            return 0, None
+        return self.loop.plan(claimed, self.runner.room(),
+                              self.runner.oldest_call())
 
-    def _baseline(self, longest):
-        """(horizon, fingerprint) for the probes of the coming sleep."""
-        if not self.opts.engine_probe_interval:
-            return None
-        horizon = timeutils.utcnow() + datetime.timedelta(seconds=longest)
+    def _job_finished(self):
+        """A job finished (a worker's thread): record it soon."""
+        if self._recorder is not None:
+            self._record_wakeup.set()
+        else:
+            self.loop.wake()
+
+    def _record(self):
+        """Write finished results; then send their notifications."""
+        finished = self.runner.take_finished()
+        if not finished:
+            return
         try:
-            return horizon, db_api.engine_probe(self.db, horizon)
-        except Exception as e:
-            LOG.debug('Probe failed (%s); sleeping without probes', e)
-            return None
-
-    def _wait(self, timeout, baseline):
-        """Sleep up to timeout; True if woken (or a probe saw a change).
-        """
-        interval = self.opts.engine_probe_interval
-        if baseline is None or not interval:
-            return self._wakeup.wait(timeout)
-        horizon, fingerprint = baseline
-        deadline = time.monotonic() + timeout
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            if self._wakeup.wait(min(left, interval)):
-                return True
-            if deadline - time.monotonic() <= 0:
-                return False
-            try:
-                self.stats['probes'] += 1
-                now = db_api.engine_probe(self.db, horizon)
-            except Exception as e:
-                LOG.debug('Probe failed (%s); sleeping without probes', e)
-                return self._wakeup.wait(max(0, deadline - time.monotonic()))
-            if now != fingerprint:
-                self.stats['probe_wakeups'] += 1
-                LOG.debug('Lease engine %s: events changed while it slept',
-                          self.engine_id)
-                return True
+            applied = self.claims.complete([j.result for j in finished])
+        except Exception:
+            self.runner.put_back(finished)
+            raise
+        # One line per batch (failures and retries have their own).
+        outcome = collections.Counter(
+            (j.event['event_type'], j.result['status']) for j in finished
+            if j.event['id'] in applied)
+        LOG.info('Lease engine %(id)s recorded %(n)d event results: '
+                 '%(outcome)s', {'id': self.engine_id, 'n': len(applied),
+                                 'outcome': ', '.join(
+                                     '%s %s: %d' % (t, st, n) for (t, st), n
+                                     in sorted(outcome.items()))})
+        self.runner.retire(finished, applied)
 
     def _recorder_loop(self):
         """Record finished results while run() runs (see _record)."""
@@ -395,11 +409,9 @@ class Engine(claiming.ClaimingMixin, actions.ActionsMixin):
                 # Let the results of one burst gather: one transaction.
                 time.sleep(self.coalesce_delay)
             try:
-                with self._lock:
-                    pending = bool(self._finished)
-                if pending:
+                if self.runner.has_finished():
                     self._record()
-                    self._wakeup.set()      # room for the next claims
+                    self.loop.wake()      # room for the next claims
                 backoff = 0.0
             except Exception as e:
                 self.stats['db_errors'] += 1
@@ -412,41 +424,24 @@ class Engine(claiming.ClaimingMixin, actions.ActionsMixin):
                 self._record_wakeup.set()
 
     def _shutdown(self):
-        with self._lock:
+        with self._state_lock:
             if self._shutting_down:
                 return
             self._shutting_down = True
-        with self._lock:
-            for job in self._jobs.values():
-                if job.state == 'queued':
-                    job.state = 'cancelled'
-                    job.guard.cancel('engine %s stopped before it ran'
-                                     % self.engine_id)
-        self._pool.shutdown(cancel=True)
-        self.observer.stop()
-        deadline = time.monotonic() + self.opts.engine_shutdown_timeout
-        while True:
-            running = [j for j in self._unfinished()
-                       if j.state == 'running']
-            if not running or time.monotonic() >= deadline:
-                break
-            self._wakeup.wait(0.1)
-            self._wakeup.clear()
+        self.runner.drain(self.opts.engine_shutdown_timeout)
         for attempt in range(3):
             try:
                 self._record()
-                unfinished = self._unfinished()
+                unfinished = self.runner.unfinished()
                 for job in unfinished:
                     # Whatever the thread does next, it sends nothing.
                     job.guard.cancel('engine %s stopped and released its '
                                      'claim' % self.engine_id)
-                left = [j.event['id'] for j in unfinished]
-                if left:
-                    released = db_api.engine_release_events(
-                        self.db, self.engine_id, left,
-                        'engine %s stopped before the action finished'
-                        % self.engine_id)
-                    self.stats['released'] += len(released)
+                released = self.claims.release(
+                    [j.event['id'] for j in unfinished],
+                    'engine %s stopped before the action finished'
+                    % self.engine_id)
+                if released:
                     LOG.warning('Released %d unfinished claims',
                                 len(released))
                 break
@@ -455,8 +450,7 @@ class Engine(claiming.ClaimingMixin, actions.ActionsMixin):
                             '(%s); they expire after engine_claim_timeout',
                             e)
                 time.sleep(0.5)
-        self._notify_pool.shutdown(cancel=False)
-        self._notify_pool.join(10)
+        self.runner.close(10)
         self._stopped.set()
 
     # -- registration and heartbeats (see liveness) -----------------------
@@ -468,8 +462,7 @@ class Engine(claiming.ClaimingMixin, actions.ActionsMixin):
 
     def held_event_ids(self):
         """The events this engine holds a job of (thread-safe)."""
-        with self._lock:
-            return list(self._jobs)
+        return self.runner.held_event_ids()
 
     def beat(self):
         """One heartbeat, and a look at the other engines' heartbeats."""

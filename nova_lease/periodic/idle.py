@@ -56,13 +56,13 @@ database and Nova and acts.
 """
 
 import datetime
-import threading
 
 from oslo_log import log as logging
 from oslo_utils import timeutils
 
 from nova_lease.db import api as db_api
 from nova_lease import notifications
+from nova_lease.periodic import chores as engine_chores
 from nova_lease.plugins import base as plugin_base
 from nova_lease.plugins import idle_hosts
 from nova_lease import wire
@@ -180,8 +180,6 @@ class IdleHosts(object):
         self.opts = engine.opts
         self.shared = engine.shared
         self.db = engine.db
-        self._stop = threading.Event()
-        self._thread = None
         self.stats = {'passes': 0, 'disabled': 0, 'enabled': 0}
 
     def _compute(self):
@@ -190,8 +188,12 @@ class IdleHosts(object):
                 return plugin.compute
         return None
 
-    def start(self):
-        """Run passes in a thread of their own (one with ``none``)."""
+    def add_chores(self, chores):
+        """Add the ``idle-hosts`` chore to ``chores``
+        (nova_lease.periodic.chores): a pass every ``idle_host_interval``
+        seconds; with ``none``, one pass (it enables the hosts disabled
+        before). Nothing without a compute plugin.
+        """
         if self._compute() is None:
             if self.opts.idle_host_action != NONE:
                 LOG.warning('[nova_lease_engine] idle_host_action = %s '
@@ -210,27 +212,15 @@ class IdleHosts(object):
                         'lease starts on them)',
                         {'interval': self.opts.idle_host_interval,
                          'wake': self.shared.idle_host_wake_minutes})
-        self._thread = threading.Thread(target=self._loop,
-                                        name='lease-idle-hosts', daemon=True)
-        self._thread.start()
+        chores.add('idle-hosts', self._chore,
+                   lambda: self.opts.idle_host_interval)
 
-    def stop(self):
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(10)
-
-    def _loop(self):
-        while not self._stop.is_set():
-            try:
-                self.run_pass()
-            except Exception as e:
-                LOG.warning('Idle-host pass failed (retried in %(n)s s): '
-                            '%(error)s', {'n': self.opts.idle_host_interval,
-                                          'error': e})
-            if self.opts.idle_host_action == NONE:
-                return
-            if self._stop.wait(self.opts.idle_host_interval):
-                return
+    def _chore(self):
+        """One pass; with ``none``, the last one (once it succeeded)."""
+        self.run_pass()
+        if self.opts.idle_host_action == NONE:
+            return engine_chores.DONE
+        return None
 
     def run_pass(self, now=None):
         """One look at every registered host; returns ``{hostname:

@@ -13,17 +13,19 @@
 
 :meth:`Liveness.register` records the engine in the side database's
 ``processes`` table when it starts (a database without schema stops it
-there). A heartbeat thread then beats every ``engine_heartbeat_interval``
-seconds and watches the other engines' heartbeat counters: the claims of
-an engine whose counter has not moved for ``engine_heartbeat_timeout``
-seconds (by this engine's clock) are released at once, so that a killed
-engine's events run again within seconds. A second thread checks that
-every nova-scheduler that Nova reports up registered in the same lease
-database (:meth:`Liveness.check_registrations`).
+there). Its ``heartbeat`` chore (nova_lease.periodic.chores) then beats
+every ``engine_heartbeat_interval`` seconds and watches the other
+engines' heartbeat counters: the claims of an engine whose counter has
+not moved for ``engine_heartbeat_timeout`` seconds (by this engine's
+clock) are released at once, so that a killed engine's events run again
+within seconds. Why heartbeats and not only the claims' time-out: a
+claim outlives the longest plugin call (``engine_claim_timeout``, many
+minutes), a heartbeat is missed within seconds. Its ``service-check``
+chore checks that every nova-scheduler that Nova reports up registered
+in the same lease database (:meth:`Liveness.check_registrations`).
 """
 
 import datetime
-import threading
 import time
 
 from oslo_log import log as logging
@@ -31,6 +33,7 @@ from oslo_utils import timeutils
 
 from nova_lease.db import api as db_api
 from nova_lease import exception
+from nova_lease.periodic import chores as engine_chores
 from nova_lease.plugins import base as plugin_base
 from nova_lease import registration
 
@@ -55,28 +58,23 @@ class Liveness(object):
         self.stats = engine.stats
         self.process_id = None
         self.identity = None
-        self._beats = threading.Event()       # set: stop beating
-        self._threads = []
+        self._next_check = None     # monotonic time of the next service check
         self._observed = {}     # {process id: (heartbeats, monotonic)}
         self._last_look = None  # monotonic time of the last look at them
         self._beat_failing = False
         self._last_prune = None
 
-    def start(self):
-        """Start the heartbeat and service-check threads."""
-        self._threads = [
-            threading.Thread(target=self._heartbeat_loop,
-                             name='lease-heartbeat', daemon=True),
-            threading.Thread(target=self._service_check_loop,
-                             name='lease-service-check', daemon=True)]
-        for thread in self._threads:
-            thread.start()
+    def add_chores(self, chores):
+        """Add the ``heartbeat`` and ``service-check`` chores to
+        ``chores`` (a :class:`nova_lease.periodic.chores.Chores`).
+        """
+        chores.add('heartbeat', self.beat,
+                   lambda: self.opts.engine_heartbeat_interval)
+        chores.add('service-check', self.service_check,
+                   self._service_check_spacing)
 
     def stop(self):
-        """Stop the threads and record the engine's stop."""
-        self._beats.set()
-        for thread in self._threads:
-            thread.join(5)
+        """Record the engine's stop."""
         self.unregister()
 
     def register(self, at_start=False):
@@ -115,16 +113,6 @@ class Liveness(object):
         except Exception as e:
             LOG.warning('Lease engine %(id)s could not record its stop: '
                         '%(error)s', {'id': self.engine_id, 'error': e})
-
-    def _heartbeat_loop(self):
-        interval = self.opts.engine_heartbeat_interval
-        while not self._beats.is_set():
-            try:
-                self.beat()
-            except Exception:
-                LOG.exception('Unexpected error in the heartbeat of lease '
-                              'engine %s', self.engine_id)
-            self._beats.wait(interval)
 
     def beat(self):
         """One heartbeat, and a look at the other engines' heartbeats."""
@@ -261,20 +249,27 @@ class Liveness(object):
             warnings.append(message)
         return warnings
 
-    def _service_check_loop(self):
-        # Until the first check succeeds (Nova may start after the
-        # engine), every minute; then every engine_service_check_interval.
+    #: Seconds between service checks until the first one succeeds
+    #: (Nova may start after the engine).
+    FIRST_CHECK_RETRY = 60
+
+    def _service_check_spacing(self):
         interval = self.opts.engine_service_check_interval
-        done = False
-        while not self._beats.is_set():
-            try:
-                self.check_registrations()
-                done = True
-            except Exception as e:
-                LOG.warning('Lease engine %(id)s could not check Nova\'s '
-                            'scheduler services: %(error)s',
-                            {'id': self.engine_id, 'error': e})
-            if done and not interval:
-                return
-            if self._beats.wait(interval if done else 60):
-                return
+        return min(interval, self.FIRST_CHECK_RETRY) if interval else (
+            self.FIRST_CHECK_RETRY)
+
+    def service_check(self):
+        """The ``service-check`` chore: until the first check succeeds,
+        every minute; then every ``engine_service_check_interval`` (0:
+        never again).
+        """
+        now = time.monotonic()
+        if self._next_check is not None and now < self._next_check:
+            return None
+        self._next_check = now + self.FIRST_CHECK_RETRY
+        self.check_registrations()
+        interval = self.opts.engine_service_check_interval
+        if not interval:
+            return engine_chores.DONE
+        self._next_check = now + interval
+        return None

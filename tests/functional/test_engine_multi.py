@@ -286,6 +286,31 @@ class _Crash(object):
         self.assertIn('Lease engine engine-idle stopped', engine.log())
 
 
+class SignalsTest(_ProcessTestBase):
+    """SIGHUP and the option values at start (one backend: neither
+    depends on the database).
+    """
+    BACKEND = 'sqlite'
+
+    def test_sighup_applies_the_mutable_options(self):
+        config = self._config(engine_max_sleep=0.5)
+        engine = self._engine(config, 'engine-hup')
+        helpers.wait_for(lambda: 'started' in engine.log(), timeout=60,
+                         message='the engine to start')
+        # The option values at start (secrets masked).
+        self.assertIn('nova_lease_engine.engine_max_sleep', engine.log())
+        self._config(engine_max_sleep=7, engine_workers=3)
+        engine.signal(signal.SIGHUP)
+        helpers.wait_for(
+            lambda: 'Option nova_lease_engine.engine_max_sleep changed from '
+            '[0.5] to [7]' in engine.log(), timeout=30,
+            message='the option to change')
+        # An immutable option is not changed (a warning says so).
+        self.assertIn('Ignoring change to immutable option '
+                      'nova_lease_engine.engine_workers', engine.log())
+        self.assertEqual(0, engine.stop())
+
+
 class CrashSQLiteTest(_Crash, _ProcessTestBase):
     BACKEND = 'sqlite'
 

@@ -309,14 +309,14 @@ class EngineTest(testtools.TestCase):
     def test_claims_wait_for_a_quarter_batch_while_workers_are_busy(self):
         engine = self._engine(engine_batch_size=8, engine_workers=1)
         for count, room in ((0, 8), (1, 7), (5, 3), (6, 2), (7, 0), (8, 0)):
-            engine._jobs = {i: object() for i in range(count)}
-            self.assertEqual(room, engine._room(), count)
-        engine._jobs = {}
+            engine.runner._jobs = {i: object() for i in range(count)}
+            self.assertEqual(room, engine.runner.room(), count)
+        engine.runner._jobs = {}
         # Fewer actions queued than twice the workers: claim what fits.
         engine = self._engine(engine_batch_size=8, engine_workers=4)
-        engine._jobs = {i: object() for i in range(7)}
-        self.assertEqual(1, engine._room())
-        engine._jobs = {}
+        engine.runner._jobs = {i: object() for i in range(7)}
+        self.assertEqual(1, engine.runner.room())
+        engine.runner._jobs = {}
 
     def test_stop_releases_running_claims(self):
         block = self.useFixture(fixtures.TempDir()).join('block')
@@ -564,7 +564,8 @@ class SafetyNetPollTest(testtools.TestCase):
 
     def _resumed(self):
         resumed = []
-        self.engine._pool.submit_later = lambda func, entry, server, err: (
+        pool = self.engine.runner.pool
+        pool.submit_later = lambda func, entry, server, err: (
             resumed.append((entry.wait.server_id, server, err)))
         return resumed
 
