@@ -31,9 +31,9 @@ import testtools  # noqa: E402
 from nova_lease import conf as lease_conf  # noqa: E402
 from nova_lease.db import api as db_api  # noqa: E402
 from nova_lease.db import migration  # noqa: E402
+from nova_lease import lease_events  # noqa: E402
 from nova_lease.periodic import actions  # noqa: E402
 from nova_lease.periodic import claiming  # noqa: E402
-from nova_lease.periodic import events as lease_events  # noqa: E402
 from nova_lease.periodic import loop as engine_loop  # noqa: E402
 from nova_lease.periodic import outcomes  # noqa: E402
 from nova_lease.plugins import base as plugin_base  # noqa: E402
