@@ -163,7 +163,6 @@ class Engine(object):
         self.db = db if db is not None else db_api.get_database(conf)
         self.plugins = (plugin_base.load_plugins(conf) if plugins is None
                         else dict(plugins))
-        self.notifier = notifier
         self.engine_id = engine_id or default_engine_id()
         self.stats = {'claimed': 0, 'done': 0, 'retried': 0, 'failed': 0,
                       'skipped': 0, 'recovered': 0, 'released': 0,
@@ -198,6 +197,18 @@ class Engine(object):
 
     def __repr__(self):
         return '<Engine %s>' % self.engine_id
+
+    @property
+    def notifier(self):
+        """The engine's LeaseNotifier (or None): the runner's, which
+        sends what the actions come to; the idle pass and the liveness
+        chores read it here.
+        """
+        return self.runner.notifier
+
+    @notifier.setter
+    def notifier(self, notifier):
+        self.runner.notifier = notifier
 
     # -- control ----------------------------------------------------------
 
