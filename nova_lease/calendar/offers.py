@@ -192,6 +192,86 @@ def _feasible_slots(free, request):
     return free.sum(axis=1) >= request.amount
 
 
+def _free_intervals(cal, idx, length, e_us, l_us):
+    """Per candidate host, the intervals of starts where it is free of
+    any allocation for ``length``: ``(host position, first, last, gap
+    end)`` arrays, ``first``/``last`` clipped to ``[e_us, l_us]``, ``gap
+    end`` the start of the next allocation (INF: none).
+    """
+    own, first, last, gap_end = [], [], [], []
+    for k, c in enumerate(idx.tolist()):
+        if c < 0 or cal is None:
+            own.append(k)
+            first.append(e_us)
+            last.append(l_us)
+            gap_end.append(arrays.INF)
+            continue
+        lo = int(cal._off[c]) + 1
+        hi = int(cal._off[c]) + int(cal._real[c])
+        times = cal._times[lo:hi]
+        busy = cal._vals[0][lo:hi] != 0
+        # Segment p: [times[p], times[p + 1]) (the last one: for ever).
+        a = np.searchsorted(times, e_us, 'right') - 1
+        b = np.searchsorted(times, l_us + length, 'right')
+        p = np.arange(max(a, 0), b)
+        if a < 0:
+            # Free before the first boundary.
+            starts = np.array([arrays.NEG_INF], np.int64)
+            ends = times[:1]
+        else:
+            starts = np.zeros(0, np.int64)
+            ends = np.zeros(0, np.int64)
+        free = p[~busy[p]]
+        # A free run ends at the next busy segment's start.
+        nxt = np.concatenate((np.flatnonzero(busy), [len(times)]))
+        run_end = nxt[np.searchsorted(nxt, free)]
+        keep = np.concatenate(([True], free[1:] != free[:-1] + 1)) \
+            if len(free) else np.zeros(0, bool)
+        free, run_end = free[keep], run_end[keep]
+        stop = np.where(run_end < len(times),
+                        times[np.minimum(run_end, len(times) - 1)],
+                        arrays.INF)
+        starts = np.concatenate((starts, times[free]))
+        ends = np.concatenate((ends, stop))
+        f = np.maximum(starts, e_us)
+        g = np.minimum(np.where(ends >= arrays.INF, arrays.INF,
+                                ends - length), l_us)
+        ok = f <= g
+        own.extend([k] * int(ok.sum()))
+        first.extend(f[ok].tolist())
+        last.extend(g[ok].tolist())
+        gap_end.extend(ends[ok].tolist())
+    return (np.array(own, np.int64), np.array(first, np.int64),
+            np.array(last, np.int64), np.array(gap_end, np.int64))
+
+
+def _host_offers(cal, hosts, idx, request, duration, length, e_us, l_us,
+                 limit, horizon):
+    """Whole-host offers by a sweep over every host's free intervals:
+    each offer starts where a host becomes free and ``min`` are.
+    """
+    own, first, last, gap_end = _free_intervals(cal, idx, length, e_us,
+                                                l_us)
+    if not len(own):
+        return []
+    a = np.sort(first)
+    b = np.sort(last)
+    starts = np.unique(first)
+    count = np.searchsorted(a, starts, 'right') - \
+        np.searchsorted(b, starts, 'left')
+    out = []
+    for t in starts[count >= request.min][:limit].tolist():
+        inside = np.flatnonzero((first <= t) & (last >= t))
+        slack = np.minimum(gap_end[inside], horizon) - (t + length)
+        order = np.lexsort((own[inside], slack))[:request.max]
+        chosen = own[inside][order]
+        hours = float(np.mean(slack[order])) / _HOUR_US
+        out.append(Offer(arrays.from_us(t), arrays.from_us(t) + duration,
+                         [hosts[k] for k in chosen.tolist()],
+                         round(1.0 / (1.0 + hours), 6)))
+    return out
+
+
 def find_offers(cal, hosts, request, duration, earliest, latest, limit,
                 cleaning=datetime.timedelta(0), sizes=None):
     """The first ``limit`` offers for ``request`` (see the module doc).
@@ -226,8 +306,11 @@ def find_offers(cal, hosts, request, duration, earliest, latest, limit,
         table = sizes or {}
         size = np.array([tuple(table.get(h) or (0, 0, 0)) for h in hosts],
                         np.int64).reshape(len(hosts), 3).T
-    starts = candidate_starts(cal, idx, e_us, l_us)
     horizon = l_us + length + 30 * 24 * _HOUR_US
+    if whole:
+        return _host_offers(cal, hosts, idx, request, duration, length,
+                            e_us, l_us, limit, horizon)
+    starts = candidate_starts(cal, idx, e_us, l_us)
     offers = []
     chunk = FIRST_CHUNK
     pos = 0

@@ -104,9 +104,20 @@ class OffersPropertyTest(testtools.TestCase):
         self.assertTrue(found)
         # The first offer is the first minute that fits.
         self.assertEqual(_t(feasible[0]), found[0].start)
-        # The offers: the first `limit` feasible boundaries (or earliest).
-        bounds = {earliest} | {i[1] for i in items} | {i[2] for i in items}
-        expected = [m for m in feasible if m in bounds][:limit]
+        if whole:
+            # The offers: the first `limit` feasible starts where a host
+            # becomes free (or the earliest).
+            def opens(m):
+                return m == earliest or any(
+                    _host_free(items, h, m, m + length) and
+                    not _host_free(items, h, m - 1, m - 1 + length)
+                    for h in hosts)
+            expected = [m for m in feasible if opens(m)][:limit]
+        else:
+            # The first `limit` feasible boundaries (or the earliest).
+            bounds = {earliest} | {i[1] for i in items} | {
+                i[2] for i in items}
+            expected = [m for m in feasible if m in bounds][:limit]
         self.assertEqual([_t(m) for m in expected],
                          [o.start for o in found])
         for o in found:
