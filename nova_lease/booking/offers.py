@@ -91,14 +91,26 @@ def only_item(items):
     return items[0]
 
 
+def _name(item, key):
+    """How a refusal names ``key`` of ``item``'s request: inside a lease
+    body (``reservations[0].min``), or as the query parameter.
+    """
+    if item.field.startswith('reservations'):
+        return '%s.%s' % (item.field, key)
+    return key
+
+
 def search(session, conf, item, now, duration, earliest, latest, limit,
-           cal=None, lock=False, cleaning=None):
+           cal=None, lock=False, cleaning=None, strict=False):
     """The first ``limit`` offers (nova_lease.calendar.offers.Offer) for
     ``item`` (a pipeline Item), and the number of candidate hosts.
 
     :param cal: a Calendar of the allocations to search (None: read in
         ``session``'s transaction).
     :param lock: lock the candidate hosts first (a writer session).
+    :param strict: a request that no empty calendar of its candidate
+        hosts would hold is a 400 naming the field (else: no offer).
+    :raises LeaseParamError: (strict) naming ``min`` or ``amount``.
     """
     if cleaning is None:
         cleaning = conf.nova_lease_api.cleaning_time
@@ -107,6 +119,11 @@ def search(session, conf, item, now, duration, earliest, latest, limit,
                                                   item.request)
     if not names:
         return [], 0
+    never = calendar_offers.possible(names, request, sizes)
+    if strict and never is not None:
+        field = _name(item, never[0])
+        raise lease_params.error(field, 'range', "'%s': %s", field,
+                                 never[1])
     if lock:
         db_api.lock_hosts(session, sorted(names))
     if cal is None:

@@ -196,53 +196,72 @@ def _free_intervals(cal, idx, length, e_us, l_us):
     """Per candidate host, the intervals of starts where it is free of
     any allocation for ``length``: ``(host position, first, last, gap
     end)`` arrays, ``first``/``last`` clipped to ``[e_us, l_us]``, ``gap
-    end`` the start of the next allocation (INF: none).
+    end`` the start of the next allocation (INF: none). Vectorised over
+    the segments of every host's run in the window (a segment that holds
+    nothing is a whole gap: a boundary next to it starts an allocation).
     """
-    own, first, last, gap_end = [], [], [], []
-    for k, c in enumerate(idx.tolist()):
-        if c < 0 or cal is None:
-            own.append(k)
-            first.append(e_us)
-            last.append(l_us)
-            gap_end.append(arrays.INF)
-            continue
-        lo = int(cal._off[c]) + 1
-        hi = int(cal._off[c]) + int(cal._real[c])
-        times = cal._times[lo:hi]
-        busy = cal._vals[0][lo:hi] != 0
-        # Segment p: [times[p], times[p + 1]) (the last one: for ever).
-        a = np.searchsorted(times, e_us, 'right') - 1
-        b = np.searchsorted(times, l_us + length, 'right')
-        p = np.arange(max(a, 0), b)
-        if a < 0:
-            # Free before the first boundary.
-            starts = np.array([arrays.NEG_INF], np.int64)
-            ends = times[:1]
-        else:
-            starts = np.zeros(0, np.int64)
-            ends = np.zeros(0, np.int64)
-        free = p[~busy[p]]
-        # A free run ends at the next busy segment's start.
-        nxt = np.concatenate((np.flatnonzero(busy), [len(times)]))
-        run_end = nxt[np.searchsorted(nxt, free)]
-        keep = np.concatenate(([True], free[1:] != free[:-1] + 1)) \
-            if len(free) else np.zeros(0, bool)
-        free, run_end = free[keep], run_end[keep]
-        stop = np.where(run_end < len(times),
-                        times[np.minimum(run_end, len(times) - 1)],
-                        arrays.INF)
-        starts = np.concatenate((starts, times[free]))
-        ends = np.concatenate((ends, stop))
-        f = np.maximum(starts, e_us)
-        g = np.minimum(np.where(ends >= arrays.INF, arrays.INF,
-                                ends - length), l_us)
+    empty = np.flatnonzero(idx < 0) if cal is not None else \
+        np.arange(len(idx))
+    own = [empty]
+    first = [np.full(len(empty), e_us, np.int64)]
+    last = [np.full(len(empty), l_us, np.int64)]
+    gap_end = [np.full(len(empty), arrays.INF, np.int64)]
+    rows = np.flatnonzero(idx >= 0) if cal is not None else \
+        np.zeros(0, np.int64)
+    if len(rows):
+        c = idx[rows]
+        hi = cal._off[c] + cal._real[c]
+        # The segments from the one holding e_us to the one holding
+        # l_us + length (the sentinel's: before the first boundary).
+        a = cal._locate(c, e_us, 'right')
+        b = cal._locate(c, l_us + length, 'right')
+        counts = b - a + 1
+        owner = np.repeat(np.arange(len(c)), counts)
+        base = np.repeat(a - np.concatenate(([0], np.cumsum(counts)[:-1])),
+                         counts)
+        p = base + np.arange(int(counts.sum()))
+        free = cal._vals[0][p] == 0
+        p, owner = p[free], owner[free]
+        times = cal._times
+        start = times[p]
+        nxt = p + 1
+        end = np.where(nxt < hi[owner],
+                       times[np.minimum(nxt, len(times) - 1)], arrays.INF)
+        f = np.maximum(start, e_us)
+        g = np.minimum(np.where(end >= arrays.INF, arrays.INF,
+                                end - length), l_us)
         ok = f <= g
-        own.extend([k] * int(ok.sum()))
-        first.extend(f[ok].tolist())
-        last.extend(g[ok].tolist())
-        gap_end.extend(ends[ok].tolist())
-    return (np.array(own, np.int64), np.array(first, np.int64),
-            np.array(last, np.int64), np.array(gap_end, np.int64))
+        own.append(rows[owner[ok]])
+        first.append(f[ok])
+        last.append(g[ok])
+        gap_end.append(end[ok])
+    return tuple(np.concatenate(x).astype(np.int64)
+                 for x in (own, first, last, gap_end))
+
+
+def possible(hosts, request, sizes=None):
+    """None when ``request`` fits an empty calendar of ``hosts``, else
+    ``(field, reason)``: it can never fit (the offers' 400).
+    """
+    if isinstance(request, HostsRequest):
+        if request.min > len(hosts):
+            return 'min', ('%d host(s) asked, %d registered host(s) match '
+                           'the request' % (request.min, len(hosts)))
+        return None
+    table = sizes or {}
+    size = np.array([tuple(table.get(h) or (0, 0, 0)) for h in hosts],
+                    np.int64).reshape(len(hosts), 3).T
+    zero = [np.zeros((1, len(hosts)), np.int64) for _r in range(3)]
+    free = _free_slots(zero, size, request) if len(hosts) else \
+        np.zeros((1, 0), np.int64)
+    if len(hosts) and _feasible_slots(free, request)[0]:
+        return None
+    return 'amount', ('%d instance(s) of that size do not fit the %d '
+                      'matching registered host(s) even when they are '
+                      'empty%s' % (request.amount, len(hosts), {
+                          True: ' (all on one host: affinity true)',
+                          False: ' (each on its own host: affinity '
+                                 'false)', None: ''}[request.affinity]))
 
 
 def _host_offers(cal, hosts, idx, request, duration, length, e_us, l_us,
@@ -252,11 +271,12 @@ def _host_offers(cal, hosts, idx, request, duration, length, e_us, l_us,
     """
     own, first, last, gap_end = _free_intervals(cal, idx, length, e_us,
                                                 l_us)
-    if not len(own):
+    if not len(own) or np.count_nonzero(
+            np.bincount(own, minlength=len(hosts))) < request.min:
         return []
     a = np.sort(first)
     b = np.sort(last)
-    starts = np.unique(first)
+    starts = a[np.concatenate(([True], a[1:] != a[:-1]))]
     count = np.searchsorted(a, starts, 'right') - \
         np.searchsorted(b, starts, 'left')
     out = []
@@ -289,7 +309,7 @@ def find_offers(cal, hosts, request, duration, earliest, latest, limit,
         takes nothing).
     :returns: [:class:`Offer`], by start.
     """
-    if limit <= 0 or not hosts:
+    if limit <= 0 or not hosts or possible(hosts, request, sizes):
         return []
     whole = isinstance(request, HostsRequest)
     length = arrays.to_us(earliest + duration) - arrays.to_us(earliest)

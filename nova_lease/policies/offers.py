@@ -17,7 +17,7 @@ from nova_lease.policies import base
 
 #: Ask the offers of a reservation request (host names shown only to
 #: those nova_lease:capacity:all allows).
-GET = 'os_reservation:offers:get'
+GET = 'nova_lease:offers:get'
 
 rules = [
     policy.DocumentedRuleDefault(

@@ -212,5 +212,11 @@ def parse_lease_body(body, now, max_duration=None):
         raise lease_params.LeaseParamError(
             'lease', 'type', "'lease' must be a JSON object, got %s"
             % lease_params.json_type(body))
+    for key in sorted(lease_params.FLEXIBLE_KEYS):
+        # (A flexible body comes here without them: handlers.leases.)
+        if body.get(key) is not None:
+            raise lease_params.LeaseParamError(
+                key, 'unknown_key', "'%s': unknown key, but in a lease "
+                "with a flexible window ('start_date': 'earliest')" % key)
     _LEASE.validate(body)
     return lease_params.build_lease_body(body, now, max_duration=max_duration)

@@ -52,7 +52,8 @@ def _item(get, caller):
                      lease_params.quoted(rtype))
     raw = {k: get[k] for k in offer_schemas.RESERVATION_KEYS if k in get}
     try:
-        return pipeline.Item(rtype, kind, kind.parse(raw, _FIELD, caller))
+        return pipeline.Item('the request', kind,
+                             kind.parse(raw, _FIELD, caller))
     except lease_params.LeaseParamError as e:
         field = e.field.replace(_FIELD + '.', '').replace(_FIELD, 'query')
         reason = e.reason.replace(_FIELD + '.', '').replace(_FIELD,
@@ -131,7 +132,7 @@ def list_offers(req, ctx):
     with db.reader() as session:
         found, candidates = offers.search(
             session, conf, item, now, duration, earliest, latest, limit,
-            cal=snap.calendar)
+            cal=snap.calendar, strict=True)
     show = flexible.shows_hosts(ctx)
     body = {'offers': [flexible.offer_view(o, show) for o in found]}
     if not found:
