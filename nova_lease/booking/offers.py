@@ -127,9 +127,11 @@ def search(session, conf, item, now, duration, earliest, latest, limit,
     if lock:
         db_api.lock_hosts(session, sorted(names))
     if cal is None:
+        # (Booking under the locks: what the window needs, no more; the
+        # scores see what comes after it as free.)
         rows = db_api.window_allocation_items(
             session, now, DEAD_RESERVATIONS, DEAD_LEASES, earliest,
-            latest + duration + clean + DEFAULT_SPAN, hosts=names)
+            latest + duration + clean, hosts=names)
         cal = calendar.Calendar({}, rows) if rows else None
     found = calendar_offers.find_offers(
         cal, names, request, duration, earliest, latest, limit,

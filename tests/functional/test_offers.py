@@ -217,8 +217,8 @@ class OffersTest(test_lease_api.LeaseAPIMixin, base.LeaseFunctionalBase):
             (self._host_query(1, '1h', colour='red'), 'colour'),
             # Impossible: more hosts than match, ever.
             (self._host_query(9, '1h'), 'min'),
-            (dict(resource_type='virtual:instance', amount=2, vcpus=4,
-                  memory_mb=512, disk_gb=1, affinity='true',
+            (dict(resource_type='virtual:instance', amount=2, vcpus=1,
+                  memory_mb=8000, disk_gb=1, affinity='true',
                   duration='1h'), 'amount'),
             (dict(resource_type='virtual:instance', amount=1, vcpus=1,
                   memory_mb=512, disk_gb=1, affinity='maybe',
