@@ -12,11 +12,12 @@
 """Soak: a long seeded random walk on the in-process Nova, audited.
 
 Runs the walk of tests/functional/soak.py (leased and unleased boots, host
-registrations and host leases, Blazar's instance reservations and boots
-with their flavors, reservation updates and date changes, deletes, early
-ends, extensions, shelve and unshelve, cold migrations, the idle-host
-pass, best-effort leases with deletes mid-hunt and engine restarts, clock
-advances and engine runs on a few small fake hosts) for ``--steps``
+registrations and host leases, offers and flexible-window leases,
+Blazar's instance reservations and boots with their flavors, reservation
+updates and date changes, deletes, early ends, extensions, shelve and
+unshelve, cold migrations, the idle-host pass, best-effort leases with
+deletes mid-hunt and engine restarts, clock advances and engine runs on
+a few small fake hosts) for ``--steps``
 steps from ``--seed``, with ``nova-lease-manage audit``'s checks after
 every step. It stops at the
 first step after which the auditor finds anything (or that fails: a 5xx,

@@ -122,6 +122,26 @@ def check_lease_count(opts, db, project_id, now):
             % (project_id, count))
 
 
+def offer_bounds(conf, session, project_id, now):
+    """What the limits leave an offer search of ``project_id``:
+    ``(latest start or None, reason or None)``, the reason saying why no
+    lease of the project could be booked at all (its lease count).
+    """
+    opts = _opts(conf)
+    if not _limits_of(opts) or _exempt(opts, project_id):
+        return None, None
+    try:
+        check_lease_count(opts, session, project_id, now)
+    except LimitExceeded as e:
+        return None, str(e)
+    try:
+        ahead = lease_params.parse_duration(
+            opts.max_start_ahead, 'max_start_ahead', allow_zero=True)
+    except lease_params.LeaseParamError as e:
+        raise BadOption(group=GROUP, reason=str(e)) from None
+    return (now + ahead if ahead else None), None
+
+
 def peak(intervals, start, end):
     """(value, time) of the highest sum of ``(s, e, value)`` intervals at
     any instant of [start, end) (intervals are half-open); (0, start) if

@@ -145,6 +145,10 @@ _BODY_NAMES = {'name': 'name', 'start': 'start_date', 'end': 'end_date',
                'retries': 'retries', 'type': 'lease_type'}
 #: The keys of a lease-API lease body.
 BODY_KEYS = frozenset(_BODY_NAMES.values()) | {'reservations', 'events'}
+#: The keys of a lease body with a flexible window (``start_date``
+#: "earliest"), read by the lease API before the body is parsed as a
+#: lease from its earliest start.
+FLEXIBLE_KEYS = frozenset({'duration', 'earliest_start', 'latest_start'})
 
 
 class LeaseParamError(exception.Invalid):

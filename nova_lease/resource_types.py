@@ -200,6 +200,18 @@ class ReservationType(object):
         """
         raise NotImplementedError(self.name)
 
+    def offer_hosts(self, session, conf, request):
+        """What an offer search (nova_lease.booking.offers) for
+        ``request`` looks at: ``(calendar request, host names, sizes)``,
+        the calendar request a ``nova_lease.calendar.offers.
+        HostsRequest`` or ``SlotsRequest``, the candidate hosts (in the
+        order the booking prefers) and, for slots, ``{host: (vcpus,
+        memory_mb, disk_gb)}``. A type that cannot be offered refuses
+        (LeaseParamError naming ``resource_type``).
+        """
+        raise params.error('resource_type', 'unsupported', "'%s' "
+                           "reservations have no offers", self.name)
+
     def after_insert(self, session, booking, lease):
         """After the lease's rows are written (same transaction)."""
 

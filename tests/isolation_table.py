@@ -154,6 +154,24 @@ ROWS = [
         LEASES + '/os-hosts/{host_id}', {'values': {'b': 'x'}}, FORBIDDEN),
     Row(('DELETE', '/os-hosts/{host_id}'), 'DELETE',
         LEASES + '/os-hosts/{host_id}', None, FORBIDDEN),
+    # -- /offers -----------------------------------------------------------
+    # B's offers count hosts and name none (nor A's leases or project).
+    Row(('GET', '/offers'), 'GET', LEASES + '/offers?resource_type='
+        'physical:host&min=1&max=1&duration=1h', None, (200,)),
+    Row(('GET', '/offers'), 'GET', LEASES + '/offers?resource_type='
+        'virtual:instance&amount=1&vcpus=1&memory_mb=128&disk_gb=1'
+        '&duration=2h', None, (200,)),
+    # A's host by name: offers (or none, with a reason) as admission
+    # would answer, naming no project, lease or server.
+    Row(('GET', '/offers'), 'GET', LEASES + '/offers?resource_type='
+        'physical:host&min=1&max=1&duration=1h&hypervisor_properties='
+        '%5B%22%3D%22%2C%22%24hypervisor_hostname%22%2C%22{host}%22%5D',
+        None, (200,), same=False),
+    # A flexible lease of B's that nothing holds: a 409 whose next
+    # offers name nothing of A's.
+    Row(('POST', '/leases'), 'POST', LEASES + '/leases',
+        {'name': 'b-flex', 'start_date': 'earliest', 'duration': '1h',
+         'reservations': [_host_res(5)]}, (409,)),
     # -- /usage ------------------------------------------------------------
     Row(('GET', '/usage'), 'GET', LEASES + '/usage', None, (200,)),
     Row(('GET', '/usage'), 'GET', LEASES + '/usage?project_id={project}',

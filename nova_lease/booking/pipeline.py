@@ -24,6 +24,7 @@ import typing
 
 from oslo_log import log as logging
 
+from nova_lease.booking import offers
 from nova_lease.db import api as db_api
 from nova_lease import enforcement
 from nova_lease import exception
@@ -90,6 +91,9 @@ class Booking:
         (default ``[nova_lease_api] cleaning_time``).
     :ivar taken: the whole hosts that the types booked before (instance
         slots avoid them), filled while booking.
+    :ivar flexible: a :class:`nova_lease.booking.offers.Flexible` window
+        (the start is chosen in the transaction, at the first offer), or
+        None: ``values`` has the dates.
     """
 
     conf: typing.Any
@@ -101,6 +105,7 @@ class Booking:
     limits: bool = True
     cleaning: typing.Optional[int] = None
     taken: set = dataclasses.field(default_factory=set)
+    flexible: typing.Any = None
 
     def __post_init__(self):
         if self.cleaning is None:
@@ -155,6 +160,10 @@ def create(db, booking, caller=None):
             item.type.prepare(caller, booking, item)
             prepared.append(item)
         lease = _book(db, booking)
+        if booking.flexible is not None:
+            # (Chosen in the transaction, on a copy of the booking.)
+            booking.values.update(start_date=lease['start_date'],
+                                  end_date=lease['end_date'])
     except Exception:
         for item in reversed(prepared):
             try:
@@ -187,8 +196,13 @@ def after_create(caller, booking, lease):
 def _book(db, booking):
     booking = _attempt(booking)
     with db.writer() as session:
-        if booking.limits and enforcement.lock_project(
-                session, booking.conf, booking.values['project_id']):
+        limited = booking.limits and enforcement.lock_project(
+            session, booking.conf, booking.values['project_id'])
+        if booking.flexible is not None:
+            # Under the candidate hosts' locks: the start is the first
+            # offer, booked below like any other lease.
+            offers.choose_start(session, booking)
+        if limited:
             enforcement.check_request(
                 booking.conf, session, booking.values['project_id'],
                 booking.start, booking.now, created=True,

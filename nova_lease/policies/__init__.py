@@ -23,10 +23,11 @@ import itertools
 from nova_lease.policies import capacity
 from nova_lease.policies import host
 from nova_lease.policies import lease
+from nova_lease.policies import offers
 from nova_lease.policies import usage
 
 
 def list_rules():
     return list(itertools.chain(lease.list_rules(), host.list_rules(),
                                 capacity.list_rules(),
-                                usage.list_rules()))
+                                usage.list_rules(), offers.list_rules()))

@@ -155,6 +155,7 @@ class Walk(object):
             (6, self.boot_leased_future), (2, self.register_host),
             (4, self.host_lease), (3, self.boot_hinted),
             (3, self.instance_reservation), (3, self.boot_reserved_flavor),
+            (3, self.flexible_lease),
             (3, self.update_reservation), (3, self.change_dates),
             (2, self.idle_pass),
             (3, self.best_effort), (2, self.delete_hunting),
@@ -279,6 +280,52 @@ class Walk(object):
             minutes=delay + self._pick(DURATIONS)))
         body = self.case._lease_body(start, end, name='hosts')
         return self._call(self.case.api.api_post, PREFIX + '/leases', body)
+
+    def flexible_lease(self):
+        """"When can I get it?": the offers for a host or instance
+        request, then a flexible lease of the same request, which must
+        be booked at the first offer (nothing runs between the two), or
+        refused with a 409 when there was none.
+        """
+        if not db_api.host_list(self.case.lease_db):
+            return 'skip'
+        minutes = self._pick(DURATIONS)
+        latest = self.now + datetime.timedelta(
+            minutes=self._pick((0, 30, 240)))
+        if self._pick((True, False)):
+            reservation = {'resource_type': 'physical:host', 'min': 1,
+                           'max': 1}
+        else:
+            reservation = {'resource_type': 'virtual:instance',
+                           'amount': self._pick((1, 2)), 'vcpus': 1,
+                           'memory_mb': 512, 'disk_gb': 1,
+                           'affinity': self._pick((None, False))}
+        query = dict(reservation, duration='%dm' % minutes,
+                     latest=_fmt(latest).replace(' ', '%20'))
+        if query.get('affinity') is None:
+            query.pop('affinity', None)
+        found = self._call(self.case.api.api_get, PREFIX + '/offers?' +
+                           '&'.join('%s=%s' % kv for kv in query.items()))
+        if found is None:
+            return None
+        offers = found.body['offers']
+        body = {'name': 'flexible', 'start_date': 'earliest',
+                'duration': '%dm' % minutes,
+                'latest_start': _fmt(latest),
+                'reservations': [reservation]}
+        made = self._call(self.case.api.api_post, PREFIX + '/leases', body)
+        if made is None:
+            if offers and '409' in (self.refusal or ''):
+                raise StepFailed('a flexible lease was refused (%s) with an '
+                                 'offer at %s' % (self.refusal,
+                                                  offers[0]['start_date']))
+            return None
+        lease = made.body['lease']
+        if not offers or lease['start_date'] != offers[0]['start_date']:
+            raise StepFailed('flexible lease %s starts at %s; the offers '
+                             'were %s' % (lease['id'], lease['start_date'],
+                                          offers))
+        return made
 
     def _with(self, statuses, kind):
         """A lease of ``statuses`` with a reservation of type ``kind``,

@@ -150,7 +150,9 @@ class LeaseAPIVersionsTest(test_lease_api.LeaseAPIMixin,
             self._at(hours=1).replace(' ', '%20'),
             self._at(hours=3).replace(' ', '%20'))
         routes = (('/os-hosts/idle', '1.3'), ('/usage', '1.4'),
-                  ('/capacity' + window + '&step=1h', '1.5'))
+                  ('/capacity' + window + '&step=1h', '1.5'),
+                  ('/offers?resource_type=physical:host&min=1&max=1'
+                   '&duration=1h', '1.6'))
         for path, since in routes:
             before = microversion.VERSIONS[
                 microversion.VERSIONS.index(since) - 1]

@@ -356,6 +356,8 @@ class MemberIsolationTableTest(IsolationWorld):
         self.assertEqual([mine['id']], [lease['id'] for lease in leases])
         for path in (PREFIX + '/leases', PREFIX + '/leases/' + mine['id'],
                      PREFIX + '/usage', PREFIX + '/capacity',
+                     PREFIX + '/offers?resource_type=physical:host&min=1'
+                     '&max=1&duration=1h',
                      '/servers/detail', '/flavors/detail',
                      '/os-server-groups', '/os-aggregates'):
             resp = self.as_b('GET', path)

@@ -207,7 +207,8 @@ class RouterTest(testtools.TestCase):
         later = sorted(t for t, methods in router.ROUTES.items()
                        if any(r.min_version != '1.0'
                               for r in methods.values()))
-        self.assertEqual(['/capacity', '/os-hosts/idle', '/usage'], later)
+        self.assertEqual(['/capacity', '/offers', '/os-hosts/idle',
+                          '/usage'], later)
 
 
 class ViewTest(testtools.TestCase):

@@ -148,8 +148,9 @@ class LeaseSchemasTest(_SchemaTest):
         return None
 
     def test_unknown_keys(self):
-        allowed = ('before_end_date, end_date, events, lease_type, name, '
-                   'on_end, reservations, retries, start_date')
+        allowed = ('before_end_date, duration, earliest_start, end_date, '
+                   'events, latest_start, lease_type, name, on_end, '
+                   'reservations, retries, start_date')
         self.assertRefuses(
             lease_schemas.CREATE, _lease(colour='blue'),
             "'colour': unknown key; the allowed keys are %s" % allowed,
@@ -325,7 +326,7 @@ class RouteTableTest(testtools.TestCase):
         with_query = {(t, m) for t, m, r in self._routes()
                       if r.query is not None}
         self.assertEqual({('/capacity', 'GET'),
-                          ('/leases', 'GET'),
+                          ('/leases', 'GET'), ('/offers', 'GET'),
                           ('/os-hosts/allocations', 'GET'),
                           ('/os-hosts/idle', 'GET'),
                           ('/os-hosts/{host_id}/allocation', 'GET'),
@@ -362,7 +363,7 @@ class RouteTableTest(testtools.TestCase):
 
     def test_schema_keys_are_the_parsers(self):
         self.assertEqual(
-            set(params.BODY_KEYS),
+            set(params.BODY_KEYS) | params.FLEXIBLE_KEYS,
             set(lease_schemas.LEASE['properties']))
         self.assertEqual(
             set(host_request.REQUEST_KEYS),

@@ -252,7 +252,7 @@ class SchemaWordsTest(testtools.TestCase):
     def test_the_schemas_know_the_parsers_keys(self):
         self.assertEqual(set(params._HINT_NAMES),
                          set(lp_schemas.LEASE_PARAMS['properties']))
-        self.assertEqual(set(params.BODY_KEYS),
+        self.assertEqual(set(params.BODY_KEYS) | params.FLEXIBLE_KEYS,
                          set(lease_schemas.LEASE['properties']))
         # The lease's own properties are the hint's nodes (a lease
         # body's dates with Blazar's words besides).

@@ -52,10 +52,14 @@ def json_response(code, body=None, headers=None):
     return resp
 
 
-def error_response(code, message, name=None):
-    """A JSON error in Blazar's shape (python-blazarclient reads it)."""
+def error_response(code, message, name=None, extra=None):
+    """A JSON error in Blazar's shape (python-blazarclient reads it);
+    ``extra``: more keys of the body (a 409 of a flexible lease: its
+    next ``offers``).
+    """
     body = {'error_code': code, 'error_name': name or str(code),
             'error_message': message}
+    body.update(extra or {})
     return json_response(code, body)
 
 

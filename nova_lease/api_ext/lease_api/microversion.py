@@ -58,6 +58,8 @@ HISTORY = (
     ('1.3', "GET /os-hosts/idle"),
     ('1.4', "GET /usage"),
     ('1.5', "GET /capacity"),
+    ('1.6', "GET /offers; leases with a flexible window (start_date "
+            "'earliest', duration, earliest_start, latest_start)"),
 )
 VERSIONS = tuple(v for v, _ in HISTORY)
 MIN_VERSION = VERSIONS[0]
@@ -69,6 +71,7 @@ HOST_REQUEST_KEYS = '1.2'
 IDLE_HOSTS = '1.3'
 USAGE = '1.4'
 CAPACITY = '1.5'
+OFFERS = '1.6'
 
 
 class NotAcceptable(exception.NovaLeaseException):

@@ -34,6 +34,7 @@ from nova_lease.api_ext.lease_api import errors
 from nova_lease.api_ext.lease_api.handlers import capacity
 from nova_lease.api_ext.lease_api.handlers import hosts
 from nova_lease.api_ext.lease_api.handlers import leases
+from nova_lease.api_ext.lease_api.handlers import offers
 from nova_lease.api_ext.lease_api.handlers import root
 from nova_lease.api_ext.lease_api.handlers import usage
 from nova_lease.api_ext.lease_api import microversion
@@ -41,6 +42,7 @@ from nova_lease.api_ext.lease_api.schemas import capacity as \
     capacity_schemas
 from nova_lease.api_ext.lease_api.schemas import hosts as host_schemas
 from nova_lease.api_ext.lease_api.schemas import leases as lease_schemas
+from nova_lease.api_ext.lease_api.schemas import offers as offer_schemas
 from nova_lease.api_ext.lease_api.schemas import usage as usage_schemas
 from nova_lease.api_ext.lease_api import validation
 from nova_lease import exception
@@ -101,6 +103,10 @@ ROUTES = {
         'GET': Route(hosts.show_host),
         'PUT': Route(hosts.update_host, body=host_schemas.UPDATE),
         'DELETE': Route(hosts.delete_host),
+    },
+    '/offers': {
+        'GET': Route(offers.list_offers, query=offer_schemas.QUERY,
+                     min_version=microversion.OFFERS),
     },
     '/usage': {
         'GET': Route(usage.get_usage, query=usage_schemas.QUERY,
@@ -205,7 +211,8 @@ def _serve(req, ctx, rest, base_href, version):
             return resp
         if e.code >= 500:
             return errors.internal_error(req, rest)
-        return errors.error_response(e.code, str(e), type(e).__name__)
+        return errors.error_response(e.code, str(e), type(e).__name__,
+                                     getattr(e, 'extra_body', None))
     except nova_exception.PolicyNotAuthorized as e:
         return errors.error_response(403, e.format_message(), 'Forbidden')
     except nova_exception.NovaException as e:

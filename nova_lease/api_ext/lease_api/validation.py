@@ -208,6 +208,12 @@ def parse_lease_body(body, now, max_duration=None):
     :raises LeaseParamError: fields named as in Blazar (``start_date``...),
         Blazar's own words first where Blazar has some.
     """
+    for key in sorted(lease_params.FLEXIBLE_KEYS):
+        # (A flexible body comes here without them: handlers.leases.)
+        if body.get(key) is not None:
+            raise lease_params.LeaseParamError(
+                key, 'unknown_key', "'%s': unknown key, but in a lease "
+                "with a flexible window ('start_date': 'earliest')" % key)
     try:
         return lease_params.build_lease_body(body, now,
                                              max_duration=max_duration)

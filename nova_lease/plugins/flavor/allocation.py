@@ -92,7 +92,7 @@ def capacities(conf):
     return {h.name: h.capacity for h in hosts if h.capacity is not None}
 
 
-def _size_of(host, sizes):
+def size_of(host, sizes):
     """(vcpus, memory_mb, disk_gb) a registered host offers slots."""
     known = (sizes or {}).get(host['hypervisor_hostname'])
     if known is not None:
@@ -104,7 +104,7 @@ def _size_of(host, sizes):
 def _free_slots(host, peak, request, sizes=None):
     if peak is None:
         return 0
-    size = _size_of(host, sizes)
+    size = size_of(host, sizes)
     left = (size[0] - peak[0], size[1] - peak[1], size[2] - peak[2])
     counts = [left[i] // size for i, size in enumerate(
         (request.vcpus, request.memory_mb, request.disk_gb)) if size > 0]

@@ -40,10 +40,12 @@ import datetime
 
 from oslo_utils import uuidutils
 
+from nova_lease.calendar import offers
 from nova_lease.db import api as db_api
 from nova_lease.plugins import flavor as flavor_plugin
 from nova_lease.plugins.flavor import allocation
 from nova_lease.plugins.flavor import request as slot_request
+from nova_lease.plugins.host import registry
 from nova_lease.plugins.host import rtype as host_rtype
 from nova_lease import resource_types as types
 
@@ -83,6 +85,17 @@ class SlotType(types.ReservationType):
                  'properties': item.request.properties(*item.made),
                  'allocations': allocations}
                 for item, allocations in zip(items, booked)]
+
+    def offer_hosts(self, session, conf, request):
+        hosts, _fingerprint = registry.read_registry(session)
+        names = [h['hypervisor_hostname'] for h in registry.matching_hosts(
+            hosts, request.host_request())]
+        known = allocation.capacities(conf)
+        by_name = {h['hypervisor_hostname']: h for h in hosts}
+        sizes = {n: allocation.size_of(by_name[n], known) for n in names}
+        return (offers.SlotsRequest(request.vcpus, request.memory_mb,
+                                    request.disk_gb, request.amount,
+                                    request.affinity), names, sizes)
 
     def after_create(self, caller, booking, lease):
         # Slot hosts stay in the free pool, where the idle action may have

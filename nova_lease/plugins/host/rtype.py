@@ -34,9 +34,11 @@ Its steps of the booking pipeline (nova_lease.booking.pipeline):
 from oslo_utils import timeutils
 
 from nova_lease.booking import pipeline
+from nova_lease.calendar import offers
 from nova_lease.db import api as db_api
 from nova_lease import params as lease_params
 from nova_lease.plugins.host import allocation
+from nova_lease.plugins.host import registry
 from nova_lease.plugins.host import request as host_request
 from nova_lease import resource_types as types
 from nova_lease import status
@@ -97,6 +99,12 @@ class HostType(types.ReservationType):
             })
             booking.taken.update(h['hypervisor_hostname'] for h in chosen)
         return reservations
+
+    def offer_hosts(self, session, conf, request):
+        hosts, _fingerprint = registry.read_registry(session)
+        names = [h['hypervisor_hostname']
+                 for h in registry.matching_hosts(hosts, request)]
+        return offers.HostsRequest(request.min, request.max), names, None
 
     # -- date changes -------------------------------------------------------
 

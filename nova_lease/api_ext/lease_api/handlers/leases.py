@@ -27,10 +27,12 @@ from oslo_utils import strutils
 
 from nova_lease.api_ext import best_effort
 from nova_lease.api_ext.lease_api import common
+from nova_lease.api_ext.lease_api import flexible
 from nova_lease.api_ext.lease_api import lease_updates
 from nova_lease.api_ext.lease_api import microversion
 from nova_lease.api_ext.lease_api import validation
 from nova_lease.api_ext.lease_api import views
+from nova_lease.booking import offers as booking_offers
 from nova_lease.booking import pipeline
 from nova_lease.db import api as db_api
 from nova_lease import lease_events
@@ -109,6 +111,9 @@ def show_lease(req, ctx, lease_id):
 #: Keys of a lease body of a later microversion than 1.0 (a
 #: reservation's are its type's: ReservationType.api_versions).
 LEASE_DETAILS_KEYS = ('on_end', 'retries', 'lease_type')
+#: The keys of a flexible window (microversion 1.6), and its start_date.
+FLEXIBLE_KEYS = ('duration', 'earliest_start', 'latest_start')
+EARLIEST = 'earliest'
 
 
 def check_version_keys(req, body):
@@ -118,6 +123,10 @@ def check_version_keys(req, body):
     microversion.refuse_keys(
         req, [k for k in LEASE_DETAILS_KEYS if body.get(k) is not None],
         microversion.LEASE_DETAILS, '')
+    microversion.refuse_keys(
+        req, [k for k in FLEXIBLE_KEYS if body.get(k) is not None] +
+        (['start_date'] if body.get('start_date') == EARLIEST else []),
+        microversion.OFFERS, '')
     for i, raw in enumerate(body.get('reservations') or ()):
         kind = types.for_api(raw.get('resource_type')) if isinstance(
             raw, dict) else None
@@ -163,6 +172,9 @@ def create_lease(req, ctx, body):
                      {'project_id': ctx.project_id, 'user_id': ctx.user_id})
     now = common.now()
     opts = common.opts()
+    window = None
+    if body.get('start_date') == EARLIEST:
+        body, window = flexible.window(body, now)
     params, raw_reservations = validation.parse_lease_body(
         body, now, common.max_duration())
     caller = common.caller(ctx)
@@ -189,15 +201,21 @@ def create_lease(req, ctx, body):
                 params.end, opts.cleaning_time))
     values = pipeline.lease_values(params, ctx.project_id, ctx.user_id,
                                    before_end, lease_type, retries)
-    lease = pipeline.create(common.db(), pipeline.Booking(
-        conf=common.CONF, values=values, items=items, now=now, hunt=hunt,
-        events=lease_events.lease_events(params.start, params.end,
-                                         before_end)), caller)
+    if window is not None:
+        window = flexible.booking_window(window, params, items, before_end)
+    try:
+        lease = pipeline.create(common.db(), pipeline.Booking(
+            conf=common.CONF, values=values, items=items, now=now,
+            hunt=hunt, flexible=window,
+            events=lease_events.lease_events(params.start, params.end,
+                                             before_end)), caller)
+    except booking_offers.NoOffer as e:
+        raise flexible.conflict(e, ctx) from None
     LOG.info('Lease %(id)s (%(name)s) created for project %(project)s: '
              '%(start)s to %(end)s',
              {'id': lease['id'], 'name': lease['name'],
-              'project': ctx.project_id, 'start': params.start,
-              'end': params.end})
+              'project': ctx.project_id, 'start': lease['start_date'],
+              'end': lease['end_date']})
     return 201, {'lease': views.format_lease(
         lease, microversion.requested(req))}
 

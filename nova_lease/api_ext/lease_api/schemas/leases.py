@@ -121,8 +121,18 @@ LEASE = {
             'description': 'must be an array of objects',
             'items': RESERVATION,
         },
+        # A flexible window (start_date "earliest", microversion 1.6):
+        # checked by the handler (leases.flexible_window).
+        'duration': lp.DURATION,
+        'earliest_start': _DATE,
+        'latest_start': _DATE,
     },
-    'required': ['name', 'end_date'],
+    'required': ['name'],
+    # A flexible window has a duration instead of an end.
+    'if': {'required': ['start_date'],
+           'properties': {'start_date': {'const': 'earliest'}}},
+    'then': {'required': ['duration'], 'x-missing': MISSING},
+    'else': {'required': ['end_date'], 'x-missing': MISSING},
 }
 
 #: A lease update (PUT /leases/{lease_id}).
