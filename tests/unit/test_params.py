@@ -563,7 +563,10 @@ class ParseLeaseBodyTest(ErrorAssertions, testtools.TestCase):
         self.assertBodyError('retries', 'type', self.body(retries=True))
 
     def test_hint_only_keys_refused(self):
+        # (duration is a flexible window's: start_date 'earliest'.)
         self.assertBodyError('duration', 'unknown_key', self.body(
+            duration='1h'))
+        self.assertBodyError('end_date', 'required', self.body(
             end_date=..., duration='1h'))
         self.assertBodyError('start', 'unknown_key', self.body(start='now'))
 
