@@ -160,10 +160,12 @@ def _free_slots(peaks, sizes, request):
     return counts
 
 
-def _choose_slots(free, request, order):
-    """Host positions (one per instance) from per-host free slots
-    ``free`` (1-D), looked at in ``order``; None if they do not fit.
-    Fullest hosts first, as the booking does.
+def choose_slots(free, request, order):
+    """Hosts (one per instance) from per-host free slots ``free``
+    (indexed by host: a 1-D array by position, or a mapping by name),
+    looked at in ``order``; None if they do not fit. Fullest hosts
+    first, with the request's affinity: the rule of both the booking
+    (nova_lease.plugins.flavor.allocation) and the offers.
     """
     hosts = sorted(order, key=lambda k: (int(free[k]), k))
     if request.affinity:
@@ -356,7 +358,7 @@ def find_offers(cal, hosts, request, duration, earliest, latest, limit,
                 chosen = members[:request.max].tolist()
             else:
                 order = np.flatnonzero(free[c] > 0).tolist()
-                chosen = _choose_slots(free[c], request, order)
+                chosen = choose_slots(free[c], request, order)
             hours = float(np.mean(slack[np.array(chosen, np.int64)])) / \
                 _HOUR_US
             offers.append(Offer(

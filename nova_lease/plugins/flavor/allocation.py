@@ -35,6 +35,7 @@ import dataclasses
 
 from oslo_log import log as logging
 
+from nova_lease.calendar import offers
 from nova_lease.capacity import inventory as nova_inventory
 from nova_lease.db import api as db_api
 from nova_lease import exception
@@ -113,23 +114,7 @@ def _free_slots(host, peak, request, sizes=None):
 
 def _choose(request, free):
     """[host name per slot] from {host: free slots}, or None."""
-    # Fullest first: hosts already holding slots before empty ones.
-    order = sorted(free, key=lambda h: (free[h], h))
-    if request.affinity:
-        for host in order:
-            if free[host] >= request.amount:
-                return [host] * request.amount
-        return None
-    if request.affinity is False:
-        hosts = [h for h in order if free[h] >= 1]
-        return hosts[:request.amount] \
-            if len(hosts) >= request.amount else None
-    slots = []
-    for host in order:
-        slots.extend([host] * free[host])
-        if len(slots) >= request.amount:
-            return slots[:request.amount]
-    return None
+    return offers.choose_slots(free, request, free)
 
 
 def _describe(request):
